@@ -1,0 +1,74 @@
+"""Generalised advantage estimation and advantage whitening: pure functions over time-major tensors."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+
+class AdvantageEstimate(NamedTuple):
+    """GAE output, both ``(T, B)``, zero where ``mask`` is 0."""
+
+    advantages: torch.Tensor
+    returns: torch.Tensor
+
+
+def compute_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    next_values: torch.Tensor,
+    terminated: torch.Tensor,
+    truncated: torch.Tensor,
+    mask: torch.Tensor,
+    gamma: float,
+    lam: float,
+) -> AdvantageEstimate:
+    """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over ``(T, B)`` tensors.
+
+    ``delta_t = r_t + gamma * (1 - terminated_t) * V'_t - V(s_t)``
+    ``A_t = delta_t + gamma * lam * (1 - done_t) * mask_{t+1} * A_{t+1}``,  ``done_t = terminated_t or truncated_t``
+    ``R_t = A_t + V(s_t)`` (the value target).
+
+    ``V'_t = next_values[t]`` is the value of the observation that followed step ``t``; for a
+    truncated step it must be V(final observation) so the time limit is bootstrapped, not
+    treated as death. Steps with ``mask == 0`` (padding after a text episode ended) get
+    ``A = R = 0`` and never leak into valid steps. The estimate after the last row
+    bootstraps through ``next_values[T-1]``.
+
+    Shapes: every input ``(T, B)``; ``terminated``, ``truncated`` and ``mask`` may be bool or float.
+    """
+    terminated = terminated.to(values.dtype)
+    not_done = 1.0 - torch.maximum(terminated, truncated.to(values.dtype))
+    mask = mask.to(values.dtype)
+    deltas = (rewards + gamma * (1.0 - terminated) * next_values - values) * mask
+    # The backward recursion runs over numpy rows: a per-row torch op costs ~4 us of dispatch, T=2048 rows add up.
+    deltas_np = deltas.detach().cpu().double().numpy()
+    decay_np = (gamma * lam * not_done * mask).detach().cpu().double().numpy()
+    advantages_np = np.zeros_like(deltas_np)
+    following = np.zeros(deltas_np.shape[1:])
+    for t in range(deltas_np.shape[0] - 1, -1, -1):
+        following = deltas_np[t] + decay_np[t] * following
+        advantages_np[t] = following
+    advantages = torch.from_numpy(advantages_np).to(device=values.device, dtype=values.dtype)
+    return AdvantageEstimate(advantages, (advantages + values) * mask)
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``sum(x * mask) / max(sum(mask), 1)``: the mean over valid entries; any shape."""
+    mask = mask.to(x.dtype)
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, eps: float = 1e-8) -> torch.Tensor:
+    """``(x - mean) / (std + eps)`` over the valid entries (unbiased std); masked entries become 0.
+
+    ``shift_mean=False`` only divides by the std (the reward-scaling convention). Any shape.
+    """
+    mask_f = mask.to(x.dtype)
+    mean = masked_mean(x, mask_f)
+    count = mask_f.sum()
+    variance = (((x - mean) * mask_f) ** 2).sum() / (count - 1.0).clamp(min=1.0)
+    centred = x - mean if shift_mean else x
+    return centred / (variance.sqrt() + eps) * mask_f

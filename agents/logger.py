@@ -1,0 +1,73 @@
+"""Run folders: config.json, metrics.jsonl (one JSON object per iteration) and TensorBoard events."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from torch.utils.tensorboard import SummaryWriter
+
+METRICS_FILE = "metrics.jsonl"
+CONFIG_FILE = "config.json"
+
+
+class RunLogger:
+    """Writes each iteration's metrics to ``metrics.jsonl`` and TensorBoard, under ``run_dir``.
+
+    Resuming at ``resume_after_iteration`` drops the lines a killed run wrote after its last
+    checkpoint, so the file reads as if the run had never stopped.
+    """
+
+    def __init__(self, run_dir: Path, resume_after_iteration: int | None = None, resume_step: int | None = None) -> None:
+        self.run_dir = run_dir
+        self.metrics_path = run_dir / METRICS_FILE
+        if resume_after_iteration is not None:
+            self._truncate_metrics(resume_after_iteration)
+        purge_step = None if resume_step is None else resume_step + 1
+        self.writer = SummaryWriter(log_dir=str(run_dir), purge_step=purge_step)
+        self.metrics_file = open(self.metrics_path, "a", encoding="utf-8")
+
+    def _truncate_metrics(self, last_iteration: int) -> None:
+        if not self.metrics_path.exists():
+            return
+        kept = []
+        for line in self.metrics_path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                break  # a line cut by the kill
+            if record["iteration"] > last_iteration:
+                break
+            kept.append(line)
+        self.metrics_path.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+
+    def log(self, metrics: dict[str, float | int]) -> None:
+        """One iteration: ``metrics`` must hold ``iteration`` and ``global_step``; NaN is written as null."""
+        step = int(metrics["global_step"])
+        for name, value in metrics.items():
+            if name not in ("iteration", "global_step") and value is not None and math.isfinite(value):
+                self.writer.add_scalar(name, value, step)
+        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
+        self.metrics_file.write(json.dumps(clean) + "\n")
+        self.metrics_file.flush()
+
+    def close(self) -> None:
+        self.metrics_file.close()
+        self.writer.close()
+
+
+def write_config(run_dir: Path, config: dict) -> None:
+    """``config.json``: the exact config of the run, reloadable with ``config_from_dict``."""
+    (run_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+
+
+def read_config(run_dir: Path) -> dict:
+    """The dict ``write_config`` wrote; a one-line error if the folder is not a run."""
+    path = Path(run_dir) / CONFIG_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{run_dir} is not a run folder (no {CONFIG_FILE}); pass a folder under runs/")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not valid JSON ({error}); the run's config is damaged") from error

@@ -1,0 +1,243 @@
+"""The PPO update, shared by every policy: epochs x shuffled minibatches of one functional step.
+
+The step (forward, loss, gradient, global-norm clip, Adam) is a pure function of the parameters
+and the optimiser state, so ``torch.compile`` can fuse it into one graph; eagerly it is the same
+code. The policy is only ever called as ``policy(minibatch.inputs) -> Evaluation``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+from torch import nn
+from torch.func import functional_call, grad_and_value
+
+from agents.buffer import Minibatch, minibatch_indices
+from agents.config import AdaptiveKL, Clip, FixedKL, NoClip, PPOConfig
+from agents.gae import masked_mean, whiten
+from agents.kl import kl_k1, kl_k3
+from agents.losses import (
+    SurrogateInputs,
+    clip_fraction,
+    clip_surrogate,
+    entropy_bonus,
+    kl_penalty_surrogate,
+    unclipped_surrogate,
+    value_loss,
+)
+
+ADAM_BETAS = (0.9, 0.999)  # torch.optim.Adam / Kingma & Ba defaults, as in the paper's implementation
+GRAD_NORM_EPS = 1e-6  # same epsilon as torch.nn.utils.clip_grad_norm_
+
+
+class NonFiniteLossError(RuntimeError):
+    """A PPO step produced a NaN or infinite loss; the run stops without touching its last checkpoint."""
+
+
+class AdamState:
+    """Adam moments and step count for a dict of parameters (mirrors ``torch.optim.Adam``'s state)."""
+
+    def __init__(self, params: dict[str, torch.Tensor]) -> None:
+        self.exp_avg = {name: torch.zeros_like(p) for name, p in params.items()}
+        self.exp_avg_sq = {name: torch.zeros_like(p) for name, p in params.items()}
+        self.step = torch.zeros((), dtype=torch.float32, device=next(iter(params.values())).device)
+
+    def state_dict(self) -> dict:
+        return {"exp_avg": self.exp_avg, "exp_avg_sq": self.exp_avg_sq, "step": self.step}
+
+    def load_state_dict(self, state: dict) -> None:
+        for name in self.exp_avg:
+            self.exp_avg[name].copy_(state["exp_avg"][name])
+            self.exp_avg_sq[name].copy_(state["exp_avg_sq"][name])
+        self.step.copy_(state["step"])
+
+
+def adam_step(
+    params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor], state: AdamState, lr: torch.Tensor, eps: float
+) -> None:
+    """One in-place Adam update, the same arithmetic as ``torch.optim.Adam`` (single-tensor path):
+
+    ``m = b1 m + (1 - b1) g``; ``v = b2 v + (1 - b2) g^2``;
+    ``p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)``.
+    Written out so ``torch.compile`` can fuse it with the backward pass (a test pins it to torch.optim.Adam).
+    """
+    beta1, beta2 = ADAM_BETAS
+    state.step.add_(1.0)
+    bias_correction1 = 1.0 - beta1**state.step
+    bias_correction2_sqrt = torch.sqrt(1.0 - beta2**state.step)
+    for name, param in params.items():
+        grad = grads[name]
+        state.exp_avg[name].lerp_(grad, 1.0 - beta1)
+        state.exp_avg_sq[name].mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
+        denominator = state.exp_avg_sq[name].sqrt() / bias_correction2_sqrt + eps
+        param.sub_(lr / bias_correction1 * state.exp_avg[name] / denominator)
+
+
+def clip_by_global_norm(grads: dict[str, torch.Tensor], max_norm: float) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """Scale every gradient by ``min(1, max_norm / (||g||_2 + 1e-6))`` over all of them together (as ``clip_grad_norm_``)."""
+    total_norm = torch.nn.utils.get_total_norm(list(grads.values()))
+    scale = torch.clamp(max_norm / (total_norm + GRAD_NORM_EPS), max=1.0)
+    return {name: grad * scale for name, grad in grads.items()}, total_norm
+
+
+def policy_surrogate(objective: Clip | AdaptiveKL | FixedKL | NoClip, inputs: SurrogateInputs, beta: torch.Tensor) -> torch.Tensor:
+    """The objective's policy loss; ``beta`` is the current KL coefficient (ignored by clip and no-clip)."""
+    if isinstance(objective, Clip):
+        return clip_surrogate(inputs, objective.clip_coef)
+    if isinstance(objective, (AdaptiveKL, FixedKL)):
+        return kl_penalty_surrogate(inputs, beta)
+    return unclipped_surrogate(inputs)
+
+
+def diagnostic_clip_coef(objective: Clip | AdaptiveKL | FixedKL | NoClip) -> float:
+    """The epsilon the logged clip fraction counts against."""
+    return objective.clip_coef if isinstance(objective, Clip) else objective.clip_fraction_reference
+
+
+STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl_k1", "approx_kl_k3", "kl_exact", "clip_fraction", "grad_norm")
+
+
+def make_minibatch_step(
+    policy: nn.Module, objective: Clip | AdaptiveKL | FixedKL | NoClip, cfg: PPOConfig, compile: bool
+) -> Callable[[dict[str, torch.Tensor], AdamState, Minibatch, torch.Tensor, torch.Tensor], torch.Tensor]:
+    """Build ``step(params, adam_state, minibatch, lr, beta) -> stats`` that updates ``params`` in place.
+
+    ``stats`` is a 1-D tensor in ``STAT_NAMES`` order (one tensor, so a compiled step returns without
+    per-scalar overhead). With ``compile`` the step is wrapped in ``torch.compile`` and falls back
+    to eager, with a warning, if compilation fails on this machine.
+    """
+    fraction_coef = diagnostic_clip_coef(objective)
+
+    def loss_and_stats(params: dict[str, torch.Tensor], mb: Minibatch, beta: torch.Tensor):
+        evaluation = functional_call(policy, params, (mb.inputs,))
+        advantages = whiten(mb.advantages, mb.mask) if cfg.normalize_advantages else mb.advantages
+        surrogate_inputs = SurrogateInputs(evaluation.logp, mb.old_logp, advantages, evaluation.kl, mb.mask)
+        policy_loss = policy_surrogate(objective, surrogate_inputs, beta)
+        v_loss = value_loss(evaluation.value, mb.old_values, mb.returns, mb.mask, cfg.value_clip)
+        entropy = entropy_bonus(evaluation.entropy, mb.mask)
+        loss = policy_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
+        logp, old_logp = evaluation.logp.detach(), mb.old_logp
+        stats = torch.stack(
+            [
+                policy_loss.detach(),
+                v_loss.detach(),
+                entropy.detach(),
+                masked_mean(kl_k1(logp, old_logp), mb.mask),
+                masked_mean(kl_k3(logp, old_logp), mb.mask),
+                masked_mean(evaluation.kl.detach(), mb.mask),
+                clip_fraction(logp, old_logp, mb.mask, fraction_coef),
+            ]
+        )
+        return loss, stats
+
+    gradient_of_loss = grad_and_value(loss_and_stats, has_aux=True)
+
+    def step(params: dict[str, torch.Tensor], adam: AdamState, mb: Minibatch, lr: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+        grads, (_, stats) = gradient_of_loss(params, mb, beta)
+        grads, grad_norm = clip_by_global_norm(grads, cfg.max_grad_norm)
+        adam_step(params, grads, adam, lr, cfg.adam_eps)
+        return torch.cat([stats, grad_norm.reshape(1)])
+
+    if not compile:
+        return step
+    compiled = torch.compile(step, dynamic=False)
+    chosen: list[Callable] = []
+
+    def compiled_or_eager(*args):
+        if chosen:
+            return chosen[0](*args)
+        try:
+            result = compiled(*args)
+            chosen.append(compiled)
+        except Exception as error:  # noqa: BLE001 - any compiler failure means: run eagerly instead
+            print(f"warning: torch.compile failed ({type(error).__name__}); running the PPO step eagerly (pass --no-compile to skip trying)")
+            result = step(*args)
+            chosen.append(step)
+        return result
+
+    return compiled_or_eager
+
+
+class UpdateResult(NamedTuple):
+    """Means over the update's minibatches, plus what was measured once after it."""
+
+    stats: dict[str, float]
+    """Every name in ``STAT_NAMES`` averaged over minibatches, plus ``epochs_run``, ``kl_after_update`` and ``explained_variance``."""
+    kl_after_update: float
+    """Mean exact (or k3) KL(pi_old || pi) over the whole batch after the last epoch: the ``d`` the adaptive penalty reads."""
+
+
+@dataclass(frozen=True)
+class UpdateSchedule:
+    """This iteration's learning rate and KL coefficient."""
+
+    learning_rate: float
+    beta: float
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> float:
+    """``1 - Var[R - V] / Var[R]`` over valid entries (1 = perfect value function, 0 = no better than a constant)."""
+    mask = mask.to(values.dtype)
+    count = mask.sum().clamp(min=1.0)
+    mean_r = (returns * mask).sum() / count
+    var_r = (((returns - mean_r) * mask) ** 2).sum() / count
+    residual = (returns - values) * mask
+    var_residual = (((residual - residual.sum() / count) * mask) ** 2).sum() / count
+    return float("nan") if var_r.item() == 0.0 else float(1.0 - var_residual / var_r)
+
+
+def ppo_update(
+    policy: nn.Module,
+    params: dict[str, torch.Tensor],
+    adam: AdamState,
+    step: Callable,
+    batch: Minibatch,
+    cfg: PPOConfig,
+    schedule: UpdateSchedule,
+    generator: torch.Generator,
+    evaluation_chunk: int = 8192,
+) -> UpdateResult:
+    """``cfg.epochs`` passes of shuffled minibatches of ``cfg.minibatch_size`` items through ``step``.
+
+    Stops early after an epoch whose mean k3 KL exceeds ``cfg.target_kl``. Raises
+    ``NonFiniteLossError`` as soon as a step's statistics are not finite.
+    """
+    device = next(iter(params.values())).device
+    lr = torch.tensor(schedule.learning_rate, device=device)
+    beta = torch.tensor(schedule.beta, device=device)
+    per_step: list[torch.Tensor] = []
+    epochs_run = 0
+    for _ in range(cfg.epochs):
+        epoch_stats = [step(params, adam, batch.select(index), lr, beta) for index in minibatch_indices(batch.size, cfg.minibatch_size, generator)]
+        per_step.extend(epoch_stats)
+        epochs_run += 1
+        epoch_mean = torch.stack(epoch_stats).mean(0)
+        if not torch.isfinite(epoch_mean).all():
+            bad = [name for name, value in zip(STAT_NAMES, epoch_mean.tolist()) if not math.isfinite(value)]
+            raise NonFiniteLossError(f"non-finite {', '.join(bad)} in the PPO update; lower --learning-rate or check the rewards")
+        if cfg.target_kl is not None and epoch_mean[STAT_NAMES.index("approx_kl_k3")].item() > cfg.target_kl:
+            break
+    means = dict(zip(STAT_NAMES, torch.stack(per_step).mean(0).tolist()))
+    kl_after = kl_over_batch(policy, batch, evaluation_chunk)
+    means.update(
+        epochs_run=float(epochs_run),
+        kl_after_update=kl_after,
+        explained_variance=explained_variance(batch.old_values, batch.returns, batch.mask),
+    )
+    return UpdateResult(means, kl_after)
+
+
+@torch.no_grad()
+def kl_over_batch(policy: nn.Module, batch: Minibatch, chunk: int) -> float:
+    """Mean KL(pi_old || pi) over every valid item of ``batch``, evaluated ``chunk`` items at a time."""
+    total, count = 0.0, 0.0
+    for start in range(0, batch.size, chunk):
+        part = batch.select(slice(start, start + chunk))
+        kl = policy(part.inputs).kl
+        total += float((kl * part.mask).sum())
+        count += float(part.mask.sum())
+    return total / max(count, 1.0)

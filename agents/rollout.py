@@ -1,0 +1,194 @@
+"""Collecting experience: one MuJoCo rollout of ``num_steps`` steps per env, turned into a PPO batch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from gymnasium.vector import SyncVectorEnv
+
+from agents.buffer import Minibatch, flatten_time_major
+from agents.gae import compute_gae
+from agents.gaussian import GaussianActorCritic
+
+REWARD_CLIP = 10.0  # clip scaled rewards to +-10 (Huang et al. 2022, continuous detail 6; gym NormalizeReward + TransformReward)
+REWARD_SCALE_EPS = 1e-8  # variance floor, as gymnasium NormalizeReward
+
+
+@dataclass
+class RunningMeanStd:
+    """Running mean and (population) variance of a stream of arrays, merged batch by batch (Chan et al. 1979)."""
+
+    mean: float = 0.0
+    var: float = 1.0
+    count: float = 0.0
+
+    def update(self, values: np.ndarray) -> None:
+        batch_count = float(values.size)
+        if batch_count == 0:
+            return
+        batch_mean, batch_var = float(values.mean()), float(values.var())
+        total = self.count + batch_count
+        delta = batch_mean - self.mean
+        m2 = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total
+        self.mean, self.var, self.count = self.mean + delta * batch_count / total, m2 / total, total
+
+
+@dataclass
+class RewardScaler:
+    """Reward scaling of openai/baselines VecNormalize: divide by the std of the discounted return
+    ``G_t = gamma * G_{t-1} * (1 - done_{t-1}) + r_t`` (no mean subtraction), then clip to +-10.
+
+    The statistics are merged once per rollout and then applied to the whole rollout.
+    """
+
+    gamma: float
+    num_envs: int
+    enabled: bool = True
+    return_stats: RunningMeanStd = field(default_factory=RunningMeanStd)
+    discounted_return: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.discounted_return = np.zeros(self.num_envs)
+
+    def scale(self, rewards: np.ndarray, dones: np.ndarray) -> np.ndarray:
+        """Scale a ``(T, B)`` block of rewards; ``dones[t]`` resets the running return after step ``t``."""
+        if not self.enabled:
+            return rewards
+        returns = np.empty_like(rewards)
+        for t in range(rewards.shape[0]):
+            self.discounted_return = self.discounted_return * self.gamma + rewards[t]
+            returns[t] = self.discounted_return
+            self.discounted_return = np.where(dones[t], 0.0, self.discounted_return)
+        self.return_stats.update(returns)
+        return np.clip(rewards / np.sqrt(self.return_stats.var + REWARD_SCALE_EPS), -REWARD_CLIP, REWARD_CLIP)
+
+    def state_dict(self) -> dict:
+        stats = self.return_stats
+        return {"mean": stats.mean, "var": stats.var, "count": stats.count, "discounted_return": self.discounted_return.copy()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.return_stats = RunningMeanStd(state["mean"], state["var"], state["count"])
+        self.discounted_return = np.asarray(state["discounted_return"], dtype=np.float64).copy()
+
+
+@dataclass
+class EpisodeTracker:
+    """Undiscounted return and length of the episode each env is in, and of those that finished."""
+
+    num_envs: int
+    running_return: np.ndarray = field(init=False)
+    running_length: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.running_return = np.zeros(self.num_envs)
+        self.running_length = np.zeros(self.num_envs, dtype=np.int64)
+
+    def record(self, rewards: np.ndarray, dones: np.ndarray) -> list[tuple[float, int]]:
+        """Add a ``(T, B)`` block of rewards; return ``(return, length)`` of each episode that ended in it, by end step."""
+        ended: list[tuple[int, float, int]] = []
+        for env_index in range(self.num_envs):
+            start = 0
+            for end in np.flatnonzero(dones[:, env_index]):
+                episode_return = self.running_return[env_index] + float(rewards[start : end + 1, env_index].sum())
+                ended.append((int(end), episode_return, int(self.running_length[env_index]) + int(end) + 1 - start))
+                self.running_return[env_index], self.running_length[env_index], start = 0.0, 0, int(end) + 1
+            self.running_return[env_index] += float(rewards[start:, env_index].sum())
+            self.running_length[env_index] += rewards.shape[0] - start
+        return [(episode_return, length) for _, episode_return, length in sorted(ended, key=lambda item: item[0])]
+
+    def state_dict(self) -> dict:
+        return {"running_return": self.running_return.copy(), "running_length": self.running_length.copy()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.running_return = np.asarray(state["running_return"], dtype=np.float64).copy()
+        self.running_length = np.asarray(state["running_length"], dtype=np.int64).copy()
+
+
+class Rollout(NamedTuple):
+    """One iteration's experience, ready for ``ppo_update``."""
+
+    batch: Minibatch
+    """Flattened ``T * B`` transitions with advantages and value targets."""
+    next_obs: np.ndarray
+    """Observation each env is in after the rollout ``(B, obs_dim)``: where the next rollout starts."""
+    observations: np.ndarray
+    """Raw observations seen ``(T * B, obs_dim)``, for the normaliser update after the PPO update."""
+    finished_episodes: list[tuple[float, int]]
+    """``(return, length)`` of every episode that ended during the rollout, in order."""
+
+
+def collect_mujoco(
+    envs: SyncVectorEnv,
+    policy: GaussianActorCritic,
+    obs: np.ndarray,
+    num_steps: int,
+    reward_scaler: RewardScaler,
+    tracker: EpisodeTracker,
+    action_rng: np.random.Generator,
+    gamma: float,
+    gae_lambda: float,
+) -> Rollout:
+    """Step ``envs`` for ``num_steps`` with actions sampled from ``policy`` and build the PPO batch.
+
+    Actions are clipped to the action bounds for the env but stored unclipped, so their
+    log-probabilities are those of the Gaussian that sampled them (Huang et al. 2022, continuous
+    detail 4). Actions come from a numpy copy of the actor (``NumpyActor``) and ``action_rng``;
+    log-probs and values of the whole rollout come from one batched torch forward afterwards
+    (the policy is frozen during collection).
+    A truncated episode bootstraps from V(``info["final_obs"]``); a terminated one from 0.
+    """
+    device = policy.actor_log_std.device
+    num_envs = envs.num_envs
+    low, high = envs.single_action_space.low, envs.single_action_space.high
+    obs_buffer = np.empty((num_steps, num_envs, obs.shape[-1]), dtype=np.float32)
+    action_buffer = np.empty((num_steps, num_envs, low.shape[0]), dtype=np.float32)
+    rewards = np.empty((num_steps, num_envs))
+    terminated = np.empty((num_steps, num_envs), dtype=bool)
+    truncated = np.empty((num_steps, num_envs), dtype=bool)
+    truncated_final_obs: list[tuple[int, int, np.ndarray]] = []
+    actor = policy.numpy_actor()
+    for t in range(num_steps):
+        obs_buffer[t] = obs
+        action_buffer[t] = actor.sample(obs_buffer[t], action_rng)
+        obs, rewards[t], terminated[t], truncated[t], info = envs.step(np.minimum(np.maximum(action_buffer[t], low), high))
+        if truncated[t].any():
+            for env_index in np.flatnonzero(truncated[t] & ~terminated[t]):
+                truncated_final_obs.append((t, env_index, info["final_obs"][env_index]))
+    obs = obs.astype(np.float32)
+    finished = tracker.record(rewards, terminated | truncated)
+
+    flat_obs = torch.from_numpy(obs_buffer.reshape(num_steps * num_envs, -1)).to(device)
+    flat_actions = torch.from_numpy(action_buffer.reshape(num_steps * num_envs, -1)).to(device)
+    record = policy.rollout_record(flat_obs, flat_actions)
+    values = record["values"].reshape(num_steps, num_envs)
+    next_values = torch.cat([values[1:], policy.value(torch.from_numpy(obs).to(device)).unsqueeze(0)])
+    if truncated_final_obs:
+        final = torch.from_numpy(np.stack([o for _, _, o in truncated_final_obs]).astype(np.float32)).to(device)
+        rows = torch.tensor([t for t, _, _ in truncated_final_obs], device=device)
+        cols = torch.tensor([b for _, b, _ in truncated_final_obs], device=device)
+        next_values[rows, cols] = policy.value(final)
+
+    scaled = reward_scaler.scale(rewards, terminated | truncated)
+    as_tensor = lambda array: torch.as_tensor(array, dtype=torch.float32, device=device)  # noqa: E731
+    mask = torch.ones(num_steps, num_envs, device=device)
+    advantages, returns = compute_gae(
+        as_tensor(scaled), values, next_values, as_tensor(terminated), as_tensor(truncated), mask, gamma, gae_lambda
+    )
+    time_major = lambda x: x.reshape(num_steps, num_envs, *x.shape[1:])  # noqa: E731
+    batch = flatten_time_major(
+        inputs={
+            "obs": time_major(flat_obs),
+            "actions": time_major(flat_actions),
+            "old_mean": time_major(record["old_mean"]),
+            "old_log_std": time_major(record["old_log_std"]),
+        },
+        old_logp=time_major(record["old_logp"]),
+        advantages=advantages,
+        returns=returns,
+        old_values=values,
+        mask=mask,
+    )
+    return Rollout(batch, obs, obs_buffer.reshape(num_steps * num_envs, -1), finished)
