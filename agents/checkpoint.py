@@ -55,11 +55,14 @@ def save_checkpoint(state: dict, path: Path) -> None:
     leaves the previous checkpoint intact."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(temporary, "wb") as handle:
-        torch.save({"format": CHECKPOINT_FORMAT, **state}, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    try:
+        with open(temporary, "wb") as handle:
+            torch.save({"format": CHECKPOINT_FORMAT, **state}, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def load_checkpoint(run_or_file: Path, map_location: str | torch.device = "cpu") -> dict:

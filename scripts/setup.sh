@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Create .venv and install the project into it; does nothing when pyproject.toml has not changed since the last run.
+# torch is installed first, pinned to the CPU wheel that lies on this machine's disk; the package itself asks only torch>=2.4.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+STAMP=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
+if [ -f "$STAMP" ]; then
+    exit 0
+fi
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet "torch==2.13.0"
+.venv/bin/python -m pip install --quiet -e ".[dev]"
+rm -f .venv/.installed-*
+touch "$STAMP"

@@ -1,0 +1,69 @@
+"""KL estimators against the exact Gaussian KL; the adaptive rule at its thresholds."""
+
+import pytest
+import torch
+
+from agents.gaussian import diagonal_gaussian_log_prob
+from agents.kl import AdaptivePenalty, FixedPenalty, gaussian_kl, kl_k1, kl_k3
+
+
+def test_gaussian_kl_hand_value_and_zero_for_equal():
+    # 1-D: KL(N(0,1) || N(1,2^2)) = log 2 + (1 + 1) / 8 - 1/2
+    import math
+
+    value = gaussian_kl(torch.tensor([[0.0]]), torch.tensor([[0.0]]), torch.tensor([[1.0]]), torch.tensor([[math.log(2.0)]]))
+    assert value.item() == pytest.approx(math.log(2.0) + 2.0 / 8.0 - 0.5)
+    mean, log_std = torch.randn(4, 3), torch.randn(4, 3)
+    assert gaussian_kl(mean, log_std, mean, log_std).abs().max().item() < 1e-6
+
+
+def test_estimators_agree_with_exact_kl_on_samples():
+    torch.manual_seed(0)
+    mean_old, log_std_old = torch.tensor([0.0, 0.5, -0.3]), torch.tensor([0.0, -0.2, 0.1])
+    mean_new, log_std_new = torch.tensor([0.1, 0.4, -0.2]), torch.tensor([-0.05, -0.1, 0.1])
+    exact = gaussian_kl(mean_old, log_std_old, mean_new, log_std_new).item()
+    actions = mean_old + torch.exp(log_std_old) * torch.randn(200_000, 3)
+    old_logp = diagonal_gaussian_log_prob(actions, mean_old, log_std_old.expand_as(actions))
+    new_logp = diagonal_gaussian_log_prob(actions, mean_new, log_std_new.expand_as(actions))
+    assert kl_k1(new_logp, old_logp).mean().item() == pytest.approx(exact, rel=0.05)
+    assert kl_k3(new_logp, old_logp).mean().item() == pytest.approx(exact, rel=0.05)
+    assert (kl_k3(new_logp, old_logp) >= 0).all()
+
+
+def test_log_prob_matches_torch_distributions():
+    mean, log_std, actions = torch.randn(5, 3), torch.randn(5, 3), torch.randn(5, 3)
+    expected = torch.distributions.Normal(mean, log_std.exp()).log_prob(actions).sum(-1)
+    assert torch.allclose(diagonal_gaussian_log_prob(actions, mean, log_std), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("kl", "expected_beta"),
+    [
+        (0.01 / 1.5 - 1e-6, 0.5),  # just below d_targ/1.5: halve
+        (0.01 / 1.5 + 1e-6, 1.0),  # just above: keep
+        (0.01, 1.0),
+        (0.015 - 1e-6, 1.0),  # just below 1.5 d_targ: keep
+        (0.015 + 1e-6, 2.0),  # just above: double
+    ],
+)
+def test_adaptive_penalty_thresholds(kl, expected_beta):
+    penalty = AdaptivePenalty(beta=1.0, kl_target=0.01)
+    penalty.update(kl)
+    assert penalty.beta == expected_beta
+
+
+def test_adaptive_penalty_state_round_trip_and_non_finite_kl():
+    penalty = AdaptivePenalty(beta=1.0, kl_target=0.02)
+    penalty.update(1.0)
+    restored = AdaptivePenalty(beta=123.0, kl_target=0.5)
+    restored.load_state_dict(penalty.state_dict())
+    assert (restored.beta, restored.kl_target) == (2.0, 0.02)
+    with pytest.raises(ValueError, match="non-finite"):
+        penalty.update(float("nan"))
+
+
+def test_fixed_penalty_never_moves():
+    penalty = FixedPenalty(beta=3.0)
+    for kl in (0.0, 1.0, 100.0):
+        penalty.update(kl)
+    assert penalty.beta == 3.0

@@ -1,0 +1,35 @@
+"""End to end: PPO solves InvertedPendulum-v5 within a CI budget (slow: about a minute each)."""
+
+import pytest
+
+from agents.config import AdaptiveKL, Clip, MujocoEnvConfig, PPOConfig, RunConfig, TrainConfig
+from agents.evaluate import evaluate, load_policy
+from agents.train import train
+
+BUDGET = 40_960  # 20 iterations of 2048 steps; both objectives first reach 1000 at about 25k steps (seed 1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("objective", [Clip(), AdaptiveKL()], ids=["clip", "penalty"])
+def test_inverted_pendulum_reaches_900(tmp_path, objective):
+    config = TrainConfig(
+        env=MujocoEnvConfig(env_id="InvertedPendulum-v5"),
+        objective=objective,
+        ppo=PPOConfig(total_steps=BUDGET),
+        run=RunConfig(runs_dir=tmp_path, run_name="pendulum", compile=False, progress=False),
+    )
+    policy, env_id = load_policy(train(config))
+    result = evaluate(policy, env_id, episodes=10, seed=100, deterministic=True)
+    assert result.mean >= 900, f"mean return {result.mean:.0f} over 10 episodes"
+
+
+def test_help_lists_every_option_with_its_docstring():
+    from tests.conftest import run_ppo
+
+    result = run_ppo("train", "--help")
+    assert result.returncode == 0
+    text = " ".join(result.stdout.replace("│", " ").split())  # undo the help box's line wrapping
+    for flag, words in [("--env-id", "Gymnasium id"), ("--num-envs", "SyncVectorEnv"), ("--minibatch-size", "paper: 64"), ("--torch-threads", "set_num_threads"), ("--resume", "latest checkpoint")]:
+        assert flag in text and words in text
+    for objective in ("clip", "penalty", "fixed-kl", "no-clip"):
+        assert objective in text

@@ -1,0 +1,103 @@
+"""Collecting MuJoCo experience: bootstrapping at time limits, reward scaling, episode bookkeeping, env snapshots."""
+
+import numpy as np
+import pytest
+import torch
+
+from agents.gaussian import GaussianActorCritic
+from agents.rollout import EpisodeTracker, RewardScaler, RunningMeanStd, collect_mujoco
+from envs.mujoco import EnvironmentError, check_env_id, make_vector_env, restore_vector_env, snapshot_vector_env
+
+
+def test_running_mean_std_merges_batches_exactly():
+    stats = RunningMeanStd()
+    rng = np.random.default_rng(0)
+    parts = [rng.normal(size=n) * 3 + 1 for n in (5, 50, 500)]
+    for part in parts:
+        stats.update(part)
+    everything = np.concatenate(parts)
+    assert stats.mean == pytest.approx(everything.mean())
+    assert stats.var == pytest.approx(everything.var())
+
+
+def test_reward_scaler_divides_by_discounted_return_std():
+    scaler = RewardScaler(gamma=0.5, num_envs=1)
+    rewards = np.array([[1.0], [1.0], [1.0], [1.0]])
+    dones = np.array([[False], [True], [False], [False]])
+    scaled = scaler.scale(rewards, dones)
+    returns = np.array([1.0, 1.5, 1.0, 1.5])  # G reset after the done at step 1
+    assert scaled.flatten() == pytest.approx(rewards.flatten() / np.sqrt(returns.var() + 1e-8))
+    assert scaler.discounted_return.tolist() == [1.5]
+
+
+def test_reward_scaler_clips_and_can_be_disabled():
+    scaler = RewardScaler(gamma=0.0, num_envs=1)
+    scaler.return_stats = RunningMeanStd(0.0, 1e-6, 1e9)  # tiny std: scaled rewards explode
+    assert abs(scaler.scale(np.array([[5.0]]), np.array([[False]]))[0, 0]) == 10.0
+    off = RewardScaler(gamma=0.9, num_envs=1, enabled=False)
+    assert off.scale(np.array([[5.0]]), np.array([[False]]))[0, 0] == 5.0
+
+
+def test_episode_tracker_splits_episodes_across_blocks():
+    tracker = EpisodeTracker(num_envs=2)
+    rewards = np.array([[1.0, 10.0], [2.0, 20.0], [3.0, 30.0]])
+    dones = np.array([[False, True], [True, False], [False, False]])
+    assert tracker.record(rewards, dones) == [(10.0, 1), (3.0, 2)]
+    assert tracker.record(np.array([[4.0, 1.0]]), np.array([[True, True]])) == [(7.0, 2), (51.0, 3)]
+
+
+def test_truncated_steps_bootstrap_from_the_final_observation():
+    envs = make_vector_env("InvertedPendulum-v5", 1)
+    torch.manual_seed(0)
+    policy = GaussianActorCritic(4, 1)
+    torch.nn.init.constant_(policy.critic[-1].bias, 7.0)  # V = 7 + small terms everywhere
+    obs, _ = envs.reset(seed=0)
+    # put the time limit one step from its end so the first step is truncated (unless the pole falls)
+    time_limit = envs.envs[0]
+    while not hasattr(time_limit, "_max_episode_steps"):
+        time_limit = time_limit.env
+    time_limit._elapsed_steps = time_limit._max_episode_steps - 1
+    rollout = collect_mujoco(envs, policy, obs, 2, RewardScaler(0.99, 1, enabled=False), EpisodeTracker(1), np.random.default_rng(0), 0.99, 0.0)
+    batch = rollout.batch
+    # lambda = 0: A_0 = r_0 + gamma * V(final obs) - V(s_0), with V(final obs) ~ 7 (not 0, not the reset obs's value)
+    final_value = batch.returns[0].item() - 1.0
+    assert final_value / 0.99 == pytest.approx(7.0, abs=0.5)
+    assert rollout.finished_episodes and rollout.finished_episodes[0][1] == 1
+
+
+def test_rollout_shapes_and_unclipped_actions():
+    envs = make_vector_env("Hopper-v5", 2)
+    torch.manual_seed(0)
+    policy = GaussianActorCritic(11, 3, initial_log_std=1.0)  # std e: many actions outside [-1, 1]
+    obs, _ = envs.reset(seed=0)
+    rollout = collect_mujoco(envs, policy, obs, 16, RewardScaler(0.99, 2), EpisodeTracker(2), np.random.default_rng(0), 0.99, 0.95)
+    assert rollout.batch.size == 32
+    assert rollout.batch.inputs["actions"].abs().max().item() > 1.0
+    assert rollout.observations.shape == (32, 11)
+    assert rollout.next_obs.shape == (2, 11)
+
+
+def test_env_id_errors_are_one_line_and_name_the_problem():
+    with pytest.raises(EnvironmentError, match="unknown environment id 'Hoppper-v5'"):
+        check_env_id("Hoppper-v5")
+    with pytest.raises(EnvironmentError, match="not a MuJoCo environment"):
+        check_env_id("CartPole-v1")
+    with pytest.raises(EnvironmentError) as error:
+        check_env_id("Nope-v0")
+    assert "\n" not in str(error.value)
+
+
+def test_snapshot_restore_reproduces_the_future_bit_for_bit():
+    envs = make_vector_env("Hopper-v5", 2)
+    envs.reset(seed=3)
+    actions = np.random.default_rng(0).uniform(-1, 1, size=(400, 2, 3)).astype(np.float32)
+    for t in range(50):
+        envs.step(actions[t])
+    snapshot = snapshot_vector_env(envs)
+    first = [envs.step(a)[:4] for a in actions[50:]]
+    restore_vector_env(envs, snapshot)
+    second = [envs.step(a)[:4] for a in actions[50:]]
+    assert sum(int(f[2].sum() + f[3].sum()) for f in first) > 0, "the window should include resets"
+    for a, b in zip(first, second):
+        for x, y in zip(a, b):
+            assert np.array_equal(x, y)

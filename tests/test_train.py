@@ -1,0 +1,191 @@
+"""The training loop: determinism, run folders, checkpoints, resume after SIGKILL, bad input."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from agents.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from agents.config import AdaptiveKL, Clip, ConfigError, FixedKL, NoClip, config_from_dict
+from agents.evaluate import evaluate, load_policy
+from agents.gaussian import GaussianActorCritic
+from agents.train import train
+from tests.conftest import run_ppo, tiny_config, without_timing
+
+
+def metrics(run_dir):
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_same_seed_gives_identical_metrics(tmp_path):
+    first = train(tiny_config(tmp_path, "a"))
+    second = train(tiny_config(tmp_path, "b"))
+    assert without_timing(metrics(first)) == without_timing(metrics(second))
+    other_seed = train(tiny_config(tmp_path, "c", seed=2))
+    assert without_timing(metrics(first)) != without_timing(metrics(other_seed))
+
+
+def test_run_folder_contents_and_config_round_trip(tmp_path):
+    config = tiny_config(tmp_path, "run", objective=AdaptiveKL(kl_target=0.02))
+    run_dir = train(config)
+    records = metrics(run_dir)
+    assert [r["iteration"] for r in records] == [1, 2, 3, 4]
+    assert records[-1]["global_step"] == 512
+    for key in ("episode_return", "policy_loss", "value_loss", "approx_kl_k1", "approx_kl_k3", "clip_fraction", "explained_variance", "beta", "sps"):
+        assert key in records[-1]
+    assert config_from_dict(json.loads((run_dir / "config.json").read_text())) == config
+    assert list(run_dir.glob("events.out.tfevents.*"))
+    assert (run_dir / "checkpoints" / "latest.pt").is_file()
+
+
+def test_adaptive_beta_in_metrics_follows_the_rule(tmp_path):
+    records = metrics(train(tiny_config(tmp_path, "kl", objective=AdaptiveKL(kl_target=0.01, initial_beta=1.0))))
+    for record, following in zip(records, records[1:]):
+        d = record["kl_after_update"]
+        expected = record["beta"] / 2 if d < 0.01 / 1.5 else record["beta"] * 2 if d > 0.015 else record["beta"]
+        assert following["beta"] == expected == record["beta_next"]
+
+
+@pytest.mark.parametrize("objective", [Clip(), AdaptiveKL(), FixedKL(beta=1.0), NoClip()])
+def test_every_objective_trains_on_hopper(tmp_path, objective):
+    records = metrics(train(tiny_config(tmp_path, "smoke", objective=objective)))
+    assert len(records) == 4
+    assert all(np.isfinite(r["policy_loss"]) and np.isfinite(r["value_loss"]) for r in records)
+    assert records[-1]["kl_after_update"] > 0
+
+
+def test_checkpoint_round_trip_gives_identical_actions_and_statistics(tmp_path):
+    torch.manual_seed(0)
+    policy = GaussianActorCritic(11, 3)
+    policy.update_normaliser(np.random.default_rng(0).normal(3.0, 2.0, size=(500, 11)))
+    torch.nn.init.normal_(policy.actor_mean[-1].weight)
+    config = tiny_config(tmp_path, "x")
+    from agents.config import config_to_dict
+
+    save_checkpoint({"policy": policy.state_dict(), "config": config_to_dict(config)}, tmp_path / "policy.pt")
+    loaded, env_id = load_policy(tmp_path / "policy.pt")
+    assert env_id == "Hopper-v5"
+    obs = np.random.default_rng(1).normal(3.0, 2.0, size=(16, 11)).astype(np.float32)
+    assert np.array_equal(loaded.numpy_actor().mean(obs), policy.numpy_actor().mean(obs))
+    for name in ("obs_mean", "obs_var", "obs_count"):
+        assert torch.equal(getattr(loaded, name), getattr(policy, name))
+
+
+def test_interrupted_checkpoint_write_keeps_the_previous_one(tmp_path):
+    path = tmp_path / "checkpoints" / "latest.pt"
+    save_checkpoint({"iteration": 1}, path)
+    with pytest.raises(Exception):
+        save_checkpoint({"iteration": 2, "unpicklable": lambda: None}, path)
+    assert load_checkpoint(path)["iteration"] == 1
+    assert list(path.parent.iterdir()) == [path]
+
+
+def test_corrupt_and_missing_checkpoints_give_clear_errors(tmp_path):
+    with pytest.raises(CheckpointError, match="no checkpoint at"):
+        load_checkpoint(tmp_path)
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint at all")
+    with pytest.raises(CheckpointError, match="corrupt or truncated"):
+        load_checkpoint(bad)
+    good = tmp_path / "good.pt"
+    save_checkpoint({"iteration": 1}, good)
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes(good.read_bytes()[:100])
+    with pytest.raises(CheckpointError, match="corrupt or truncated"):
+        load_checkpoint(truncated)
+
+
+@pytest.mark.slow
+def test_sigkilled_run_resumes_where_it_stopped(tmp_path):
+    common = ["train", "--env-id", "Hopper-v5", "--num-steps", "128", "--minibatch-size", "32", "--epochs", "2",
+              "--total-steps", str(128 * 40), "--no-compile", "--no-progress", "--runs-dir", str(tmp_path), "--checkpoint-every", "2"]
+    assert run_ppo(*common, "--run-name", "whole").returncode == 0
+    process = subprocess.Popen([sys.executable, "-m", "agents.cli", *common, "--run-name", "killed"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    metrics_file = tmp_path / "killed" / "metrics.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and (not metrics_file.exists() or len(metrics_file.read_text().splitlines()) < 7):
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    written_before_kill = len(metrics_file.read_text().splitlines())
+    assert 7 <= written_before_kill < 40, "the kill should land mid-run"
+    resumed = run_ppo("train", "--resume", str(tmp_path / "killed"), "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr
+    whole, killed = metrics(tmp_path / "whole"), metrics(tmp_path / "killed")
+    assert [r["iteration"] for r in killed] == list(range(1, 41))
+    assert without_timing(whole) == without_timing(killed)
+
+
+def test_eval_reports_mean_and_std(tmp_path):
+    run_dir = train(tiny_config(tmp_path, "e", env_id="InvertedPendulum-v5"))
+    policy, env_id = load_policy(run_dir)
+    result = evaluate(policy, env_id, episodes=3, seed=0, deterministic=True)
+    assert len(result.returns) == 3 and result.mean == pytest.approx(np.mean(result.returns))
+    output = run_ppo("eval", str(run_dir), "--episodes", "2")
+    assert output.returncode == 0, output.stderr
+    assert "InvertedPendulum-v5: return" in output.stdout and "± " in output.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--env-id", "Hoppper-v5"], "unknown environment id 'Hoppper-v5'"),
+        (["--env-id", "CartPole-v1"], "not a MuJoCo environment"),
+        (["--num-envs", "0"], "--num-envs must be a positive integer"),
+        (["--num-steps", "-5"], "--num-steps must be a positive integer"),
+        (["--num-steps", "32", "--minibatch-size", "64"], "larger than the batch"),
+        (["--num-steps", "100", "--minibatch-size", "64"], "does not divide the batch"),
+        (["--learning-rate", "0"], "--learning-rate must be > 0"),
+        (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
+        (["penalty", "--kl-target", "-1"], "--kl-target must be > 0"),
+    ],
+)
+def test_bad_config_gives_one_line_error(tmp_path, args, message):
+    result = run_ppo("train", "--runs-dir", str(tmp_path), "--no-progress", *args)
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines() == [f"error: {result.stderr.strip()[7:]}"]
+    assert message in result.stderr
+    assert not any(tmp_path.iterdir()), "a rejected config must not create a run folder"
+
+
+def test_resume_errors_are_one_line(tmp_path):
+    missing = run_ppo("train", "--resume", str(tmp_path / "nope"))
+    assert missing.returncode != 0 and "is not a run folder" in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
+    run_dir = train(tiny_config(tmp_path, "r"))
+    checkpoint = run_dir / "checkpoints" / "latest.pt"
+    checkpoint.write_bytes(checkpoint.read_bytes()[:200])
+    corrupt = run_ppo("train", "--resume", str(run_dir))
+    assert corrupt.returncode != 0 and "corrupt or truncated" in corrupt.stderr and len(corrupt.stderr.strip().splitlines()) == 1
+
+
+def test_config_validation_rejects_impossible_values(tmp_path):
+    from dataclasses import replace
+
+    from agents.config import validate_config
+
+    config = tiny_config(tmp_path, "v")
+    with pytest.raises(ConfigError, match="--total-steps 10 is less than one batch"):
+        validate_config(replace(config, ppo=replace(config.ppo, total_steps=10)))
+    with pytest.raises(ConfigError, match="--hidden-sizes"):
+        validate_config(replace(config, ppo=replace(config.ppo, hidden_sizes=(64, 0))))
+
+
+def test_eval_records_an_mp4_headless(tmp_path):
+    import os
+
+    import imageio.v2 as imageio
+
+    run_dir = train(tiny_config(tmp_path, "video", env_id="InvertedPendulum-v5"))
+    video = tmp_path / "pendulum.mp4"
+    env = {**os.environ, "MUJOCO_GL": "egl"}
+    result = subprocess.run([sys.executable, "-m", "agents.cli", "eval", str(run_dir), "--episodes", "1", "--video", str(video)],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    frames = list(imageio.get_reader(video))
+    assert len(frames) >= 2 and frames[0].ndim == 3
+    assert max(frame.max() for frame in frames) > 0, "frames should not be all black"
