@@ -38,6 +38,29 @@ def check_env_id(env_id: str) -> gym.spaces.Box:
         env.close()
 
 
+class FinalObsSyncVectorEnv(SyncVectorEnv):
+    """Gymnasium's ``SyncVectorEnv`` in same-step autoreset mode whose ``step`` info holds only
+    ``final_obs`` / ``_final_obs``: the one entry rollouts read.
+
+    Merging every env's info dict into arrays costs ~12 us per step for Hopper's six info keys,
+    ~14 % of an env step (benchmarks/speed_vs_sb3.py); everything else is inherited unchanged,
+    and a test checks that observations, rewards, flags and final observations equal
+    ``SyncVectorEnv``'s.
+    """
+
+    def step(self, actions: np.ndarray):
+        final_obs = np.full(self.num_envs, None, dtype=object)
+        has_final_obs = np.zeros(self.num_envs, dtype=bool)
+        for i, env in enumerate(self.envs):
+            self._env_obs[i], self._rewards[i], self._terminations[i], self._truncations[i], _ = env.step(actions[i])
+            if self._terminations[i] or self._truncations[i]:
+                final_obs[i], has_final_obs[i] = self._env_obs[i], True
+                self._env_obs[i], _ = env.reset()
+        self._observations = np.stack(self._env_obs)
+        infos = {"final_obs": final_obs, "_final_obs": has_final_obs} if has_final_obs.any() else {}
+        return self._observations, self._rewards.copy(), self._terminations.copy(), self._truncations.copy(), infos
+
+
 def make_vector_env(env_id: str, num_envs: int, render_mode: str | None = None) -> SyncVectorEnv:
     """``num_envs`` copies of ``env_id`` stepped in this process with same-step autoreset.
 
@@ -46,7 +69,7 @@ def make_vector_env(env_id: str, num_envs: int, render_mode: str | None = None) 
     Seed it with ``reset(seed=seed)``: env ``i`` gets ``seed + i``.
     """
     check_env_id(env_id)
-    envs = SyncVectorEnv(
+    envs = FinalObsSyncVectorEnv(
         [lambda: gym.make(env_id, render_mode=render_mode) for _ in range(num_envs)],
         autoreset_mode=AUTORESET_MODE,
     )

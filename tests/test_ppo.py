@@ -63,7 +63,7 @@ def stats_of_first_step(objective, cfg):
     params = {k: p.detach() for k, p in policy.named_parameters()}
     step = make_minibatch_step(policy, objective, cfg, compile=False)
     batch = make_batch(policy)
-    stats = step(params, AdamState(params), batch.select(torch.arange(64)), torch.tensor(3e-4), torch.tensor(1.0))
+    stats = step(params, AdamState(params), batch, torch.arange(64), torch.tensor(3e-4), torch.tensor(1.0))
     return dict(zip(["policy_loss", "value_loss", "entropy", "k1", "k3", "kl_exact", "clip_fraction", "grad_norm"], stats.tolist()))
 
 
@@ -81,7 +81,7 @@ def test_step_changes_parameters_in_place_and_policy_follows():
     params = {k: p.detach() for k, p in policy.named_parameters()}
     step = make_minibatch_step(policy, Clip(), PPOConfig(), compile=False)
     batch = make_batch(policy)
-    step(params, AdamState(params), batch.select(torch.arange(64)), torch.tensor(1e-2), torch.tensor(0.0))
+    step(params, AdamState(params), batch, torch.arange(64), torch.tensor(1e-2), torch.tensor(0.0))
     assert not torch.equal(before["actor_mean.0.weight"], policy.state_dict()["actor_mean.0.weight"])
     assert torch.equal(before["obs_mean"], policy.state_dict()["obs_mean"])
 
@@ -96,7 +96,7 @@ def test_compiled_step_matches_eager_step():
         step = make_minibatch_step(policy, AdaptiveKL(), PPOConfig(value_clip=0.2, ent_coef=0.01), compile=compiled)
         batch = make_batch(policy)
         for index in minibatch_indices(batch.size, 64, torch.Generator().manual_seed(3)):
-            stats = step(params, adam, batch.select(index), torch.tensor(1e-3), torch.tensor(0.5))
+            stats = step(params, adam, batch, index, torch.tensor(1e-3), torch.tensor(0.5))
         results.append((stats, {k: v.clone() for k, v in params.items()}))
     torch.testing.assert_close(results[0][0], results[1][0], rtol=1e-4, atol=1e-6)
     for name in results[0][1]:

@@ -101,3 +101,28 @@ def test_snapshot_restore_reproduces_the_future_bit_for_bit():
     for a, b in zip(first, second):
         for x, y in zip(a, b):
             assert np.array_equal(x, y)
+
+
+def test_final_obs_vector_env_matches_gymnasium_sync_vector_env():
+    import gymnasium as gym
+    from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+    ours = make_vector_env("Hopper-v5", 3)
+    theirs = SyncVectorEnv([lambda: gym.make("Hopper-v5") for _ in range(3)], autoreset_mode=AutoresetMode.SAME_STEP)
+    obs_a, _ = ours.reset(seed=7)
+    obs_b, _ = theirs.reset(seed=7)
+    assert np.array_equal(obs_a, obs_b)
+    actions = np.random.default_rng(0).uniform(-1, 1, size=(300, 3, 3)).astype(np.float32)
+    ends = 0
+    for action in actions:
+        a, b = ours.step(action), theirs.step(action)
+        for x, y in zip(a[:4], b[:4]):
+            assert np.array_equal(x, y)
+        if "_final_obs" in b[4]:
+            ends += int(b[4]["_final_obs"].sum())
+            assert np.array_equal(a[4]["_final_obs"], b[4]["_final_obs"])
+            for index in np.flatnonzero(b[4]["_final_obs"]):
+                assert np.array_equal(a[4]["final_obs"][index], b[4]["final_obs"][index])
+        else:
+            assert a[4] == {}
+    assert ends > 3
