@@ -106,7 +106,7 @@ class PPOConfig:
     value_clip: float | None = None
     """Clip the value update to +-this around the old value (baselines ppo2 uses 0.2); None = off."""
     vf_coef: float = 0.5
-    """Weight of the value loss (the networks are separate, so this only rescales its gradient)."""
+    """Weight of the value loss (separate networks: it scales the critic's gradient and its share of the grad-norm clip)."""
     ent_coef: float = 0.0
     """Weight of the entropy bonus (paper: none)."""
     max_grad_norm: float = 0.5

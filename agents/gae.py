@@ -28,7 +28,7 @@ def compute_gae(
     """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over ``(T, B)`` tensors.
 
     ``delta_t = r_t + gamma * (1 - terminated_t) * V'_t - V(s_t)``
-    ``A_t = delta_t + gamma * lam * (1 - done_t) * mask_{t+1} * A_{t+1}``,  ``done_t = terminated_t or truncated_t``
+    ``A_t = mask_t * (delta_t + gamma * lam * (1 - done_t) * A_{t+1})``,  ``done_t = terminated_t or truncated_t``
     ``R_t = A_t + V(s_t)`` (the value target).
 
     ``V'_t = next_values[t]`` is the value of the observation that followed step ``t``; for a

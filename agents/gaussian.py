@@ -11,7 +11,7 @@ from torch import nn
 from agents.kl import gaussian_kl
 from agents.policy import Evaluation
 
-OBSERVATION_CLIP = 10.0  # clip normalised observations to +-10 (Huang et al. 2022, detail 5 of the continuous set; gym's NormalizeObservation)
+OBSERVATION_CLIP = 10.0  # clip normalised observations to +-10 (Huang et al. 2022, continuous detail 7; CleanRL's TransformObservation)
 NORMALISER_EPS = 1e-8  # variance floor of the observation normaliser (gymnasium NormalizeObservation)
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -135,7 +135,7 @@ class NumpyActor:
     """The actor's forward pass in numpy, frozen at the parameters it was made from.
 
     Acting needs one batch-1 MLP call per environment step; numpy does that in about 7 us where
-    torch's per-op dispatch takes about 40 us (measured in benchmarks/profile_rollout.py), and the
+    torch's per-op dispatch takes about 40 us (measured; docs/results.md), and the
     environments are on the CPU anyway. The update never uses it: log-probs and values of the
     rollout are recomputed by the torch module in one batched call, so PPO's ratio starts at 1.
     A test pins ``mean`` to ``GaussianActorCritic.action_mean``.

@@ -208,7 +208,7 @@ def ppo_update(
     """``cfg.epochs`` passes of shuffled minibatches of ``cfg.minibatch_size`` items through ``step``.
 
     Stops early after an epoch whose mean k3 KL exceeds ``cfg.target_kl``. Raises
-    ``NonFiniteLossError`` as soon as a step's statistics are not finite.
+    ``NonFiniteLossError`` after an epoch whose mean statistics are not finite.
     """
     device = next(iter(params.values())).device
     lr = torch.tensor(schedule.learning_rate, device=device)

@@ -13,7 +13,7 @@ from agents.buffer import Minibatch, flatten_time_major
 from agents.gae import compute_gae
 from agents.gaussian import GaussianActorCritic
 
-REWARD_CLIP = 10.0  # clip scaled rewards to +-10 (Huang et al. 2022, continuous detail 6; gym NormalizeReward + TransformReward)
+REWARD_CLIP = 10.0  # clip scaled rewards to +-10 (Huang et al. 2022, continuous detail 9; CleanRL's TransformReward)
 REWARD_SCALE_EPS = 1e-8  # variance floor, as gymnasium NormalizeReward
 
 
@@ -135,7 +135,7 @@ def collect_mujoco(
 
     Actions are clipped to the action bounds for the env but stored unclipped, so their
     log-probabilities are those of the Gaussian that sampled them (Huang et al. 2022, continuous
-    detail 4). Actions come from a numpy copy of the actor (``NumpyActor``) and ``action_rng``;
+    detail 5). Actions come from a numpy copy of the actor (``NumpyActor``) and ``action_rng``;
     log-probs and values of the whole rollout come from one batched torch forward afterwards
     (the policy is frozen during collection).
     A truncated episode bootstraps from V(``info["final_obs"]``); a terminated one from 0.

@@ -51,7 +51,7 @@ def stable_baselines3(env_id: str, iterations: int) -> dict:
     return {"steps_per_second": STEPS * iterations / (time.perf_counter() - start), "warmup_seconds": warmup}
 
 
-def this_ppo(env_id: str, iterations: int, compile: bool) -> dict:
+def this_ppo(env_id: str, iterations: int, compile: bool, threads: int = 1) -> dict:
     import tempfile
     from pathlib import Path
 
@@ -62,7 +62,7 @@ def this_ppo(env_id: str, iterations: int, compile: bool) -> dict:
         config = TrainConfig(
             env=MujocoEnvConfig(env_id=env_id),
             ppo=PPOConfig(total_steps=STEPS * (iterations + 1)),
-            run=RunConfig(runs_dir=Path(runs), run_name="bench", compile=compile, progress=False, checkpoint_every=10_000, torch_threads=1),
+            run=RunConfig(runs_dir=Path(runs), run_name="bench", compile=compile, progress=False, checkpoint_every=10_000, torch_threads=threads),
         )
         start = time.perf_counter()
         run_dir = train(config)
@@ -89,7 +89,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env-id", default="Hopper-v5")
     parser.add_argument("--iterations", type=int, default=10, help="timed PPO iterations of 2048 steps each")
-    parser.add_argument("--only", choices=["raw", "sb3", "ours", "ours-eager"], help=argparse.SUPPRESS)
+    parser.add_argument("--only", choices=["raw", "sb3", "ours", "ours-eager", "ours-2-threads"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.only:
         result = {
@@ -97,14 +97,15 @@ def main() -> None:
             "sb3": lambda: stable_baselines3(args.env_id, args.iterations),
             "ours": lambda: this_ppo(args.env_id, args.iterations, compile=True),
             "ours-eager": lambda: this_ppo(args.env_id, args.iterations, compile=False),
+            "ours-2-threads": lambda: this_ppo(args.env_id, args.iterations, compile=True, threads=2),
         }[args.only]()
         print(json.dumps(result))
         return
-    results = {name: in_subprocess(name, args) for name in ("raw", "sb3", "ours", "ours-eager")}
+    results = {name: in_subprocess(name, args) for name in ("raw", "sb3", "ours", "ours-eager", "ours-2-threads")}
     raw, sb3 = results["raw"]["steps_per_second"], results["sb3"]["steps_per_second"]
     print(f"{args.env_id}, {args.iterations} timed iterations of {STEPS} steps, 1 torch thread")
     print(f"{'contender':<34}{'steps/s':>10}{'vs SB3':>9}{'vs raw env':>12}")
-    labels = {"raw": "raw env, random actions", "sb3": "Stable-Baselines3 PPO", "ours": "this PPO (torch.compile)", "ours-eager": "this PPO (--no-compile)"}
+    labels = {"raw": "raw env, random actions", "sb3": "Stable-Baselines3 PPO", "ours": "this PPO (torch.compile)", "ours-eager": "this PPO (--no-compile)", "ours-2-threads": "this PPO (--torch-threads 2)"}
     for name, result in results.items():
         sps = result["steps_per_second"]
         print(f"{labels[name]:<34}{sps:>10.0f}{sps / sb3:>8.2f}x{sps / raw:>11.0%}")

@@ -1,0 +1,181 @@
+"""Causal language model actor-critic: per-token log-probs and values from one forward pass, KV-cached sampling,
+and the frozen reference policy that the KL leash is measured against.
+
+Sequence layout, shared by sampling, the reference and training: each row is a prompt left-padded
+to ``P`` tokens followed by a response of ``T`` tokens right-padded after EOS; ``position_ids``
+count real tokens only, so padding never shifts positions. The logits that predict response token
+``t`` sit at position ``P - 1 + t``, and so does the hidden state whose value head gives V(s_t).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from agents.kl import kl_k3
+from agents.policy import Evaluation
+
+
+def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """``cumsum(mask) - 1`` clamped at 0: positions of real tokens as if there were no left padding; ``(B, L)``."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def token_log_probs_and_entropy(logits: torch.Tensor, tokens: torch.Tensor, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``log softmax(logits / temperature)`` at ``tokens`` and the entropy of that distribution; ``(B, T, V) -> (B, T), (B, T)``.
+
+    The same temperature must be used when sampling and when training, or the ratio does not start at 1.
+    """
+    log_probs = torch.log_softmax(logits.float() / temperature, dim=-1)
+    chosen = log_probs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    entropy = -(log_probs.exp() * log_probs).sum(-1)
+    return chosen, entropy
+
+
+class LMActorCritic(nn.Module):
+    """A Hugging Face causal LM with a scalar value head on its last hidden state.
+
+    The value head is fp32 and zero-initialised by default (lm-human-preferences, TRL), so the
+    critic starts at V = 0 and does not disturb early advantages. With ``separate_critic`` the
+    value comes from its own copy of the LM (more memory, no interference between the heads).
+    """
+
+    def __init__(self, lm: nn.Module, temperature: float = 1.0, separate_critic: bool = False, zero_value_head: bool = True) -> None:
+        super().__init__()
+        self.lm = lm
+        self.temperature = temperature
+        hidden_size = lm.config.get_text_config().hidden_size
+        self.value_head = nn.Linear(hidden_size, 1, dtype=torch.float32)
+        if zero_value_head:
+            nn.init.zeros_(self.value_head.weight)
+            nn.init.zeros_(self.value_head.bias)
+        self.critic_lm = copy.deepcopy(lm) if separate_critic else None
+
+    def forward(self, inputs: dict[str, torch.Tensor]) -> Evaluation:
+        """Evaluate whole sequences: ``inputs`` holds ``input_ids``, ``attention_mask`` ``(B, P + T)`` and
+        ``response_ids``, ``old_logp`` ``(B, T)``; every output is ``(B, T)``. ``kl`` is the k3 estimate."""
+        response_ids = inputs["response_ids"]
+        num_response = response_ids.shape[1]
+        output = self.lm(
+            input_ids=inputs["input_ids"],
+            attention_mask=inputs["attention_mask"],
+            position_ids=position_ids_from_mask(inputs["attention_mask"]),
+            output_hidden_states=self.critic_lm is None,
+            logits_to_keep=num_response + 1,
+            use_cache=False,
+        )
+        logp, entropy = token_log_probs_and_entropy(output.logits[:, :-1], response_ids, self.temperature)
+        if self.critic_lm is None:
+            hidden = output.hidden_states[-1][:, -num_response - 1 : -1]
+        else:
+            hidden = self.critic_lm(
+                input_ids=inputs["input_ids"],
+                attention_mask=inputs["attention_mask"],
+                position_ids=position_ids_from_mask(inputs["attention_mask"]),
+                output_hidden_states=True,
+                use_cache=False,
+            ).hidden_states[-1][:, -num_response - 1 : -1]
+        value = self.value_head(hidden.float()).squeeze(-1)
+        return Evaluation(logp=logp, entropy=entropy, value=value, kl=kl_k3(logp, inputs["old_logp"]))
+
+
+class SampledResponses(NamedTuple):
+    """A batch of sampled responses, right-padded after EOS; every tensor ``(B, T)`` except ``ended``."""
+
+    response_ids: torch.Tensor
+    response_mask: torch.Tensor
+    """1 for generated tokens up to and including EOS."""
+    sampled_logp: torch.Tensor
+    """log pi(token) as computed while sampling (KV-cached), 0 on padding."""
+    ended: torch.Tensor
+    """``(B,)`` True where the response emitted EOS within the limit."""
+
+
+def inverse_cdf_sample(logits: torch.Tensor, uniforms: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Sample one token per row from ``softmax(logits / temperature)`` by inverting its CDF at ``uniforms``; ``(B, V), (B,) -> (B,)``.
+
+    Drawing the uniforms up front makes a sequence's tokens depend only on its own row of random
+    numbers, so a batch and a one-at-a-time loop sample the same tokens.
+    """
+    cdf = torch.softmax(logits.float() / temperature, dim=-1).cumsum(-1)
+    tokens = torch.searchsorted(cdf, (uniforms * cdf[:, -1]).unsqueeze(-1)).squeeze(-1)
+    return tokens.clamp(max=logits.shape[-1] - 1)
+
+
+@torch.no_grad()
+def sample_responses(
+    lm: nn.Module,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    uniforms: torch.Tensor,
+    temperature: float,
+    eos_id: int,
+    pad_id: int,
+) -> SampledResponses:
+    """Sample ``T = uniforms.shape[1]`` tokens for each left-padded prompt ``(B, P)`` with the key/value
+    cache: one prompt forward, then one single-token forward per step, so each token costs the same
+    whatever the length. Rows stop at EOS (later tokens are ``pad_id``, masked out)."""
+    batch, num_tokens = uniforms.shape
+    device = prompt_ids.device
+    attention_mask = prompt_mask.clone()
+    output = lm(input_ids=prompt_ids, attention_mask=attention_mask, position_ids=position_ids_from_mask(attention_mask), use_cache=True)
+    next_position = attention_mask.sum(-1, keepdim=True)
+    response_ids = torch.full((batch, num_tokens), pad_id, dtype=torch.long, device=device)
+    response_mask = torch.zeros(batch, num_tokens, dtype=torch.long, device=device)
+    sampled_logp = torch.zeros(batch, num_tokens, device=device)
+    running = torch.ones(batch, dtype=torch.bool, device=device)
+    for t in range(num_tokens):
+        logits = output.logits[:, -1]
+        tokens = inverse_cdf_sample(logits, uniforms[:, t], temperature)
+        tokens = torch.where(running, tokens, torch.full_like(tokens, pad_id))
+        logp, _ = token_log_probs_and_entropy(logits.unsqueeze(1), tokens.unsqueeze(1), temperature)
+        response_ids[:, t] = tokens
+        response_mask[:, t] = running.long()
+        sampled_logp[:, t] = logp.squeeze(1) * running
+        attention_mask = torch.cat([attention_mask, running.long().unsqueeze(1)], dim=1)
+        running = running & (tokens != eos_id)
+        if t == num_tokens - 1 or not running.any():
+            break
+        output = lm(input_ids=tokens.unsqueeze(1), attention_mask=attention_mask, position_ids=next_position, cache=output.cache, use_cache=True)
+        next_position = next_position + 1
+    ended = ((response_ids == eos_id) & response_mask.bool()).any(-1)
+    return SampledResponses(response_ids, response_mask, sampled_logp, ended)
+
+
+@torch.no_grad()
+def sequence_log_probs(lm: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, response_ids: torch.Tensor, temperature: float) -> torch.Tensor:
+    """log pi(response token t | prefix) for whole sequences in one forward; ``(B, P + T) -> (B, T)``."""
+    num_response = response_ids.shape[1]
+    logits = lm(
+        input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids_from_mask(attention_mask), logits_to_keep=num_response + 1, use_cache=False
+    ).logits[:, :-1]
+    return token_log_probs_and_entropy(logits, response_ids, temperature)[0]
+
+
+class ReferencePolicy:
+    """The frozen starting policy the KL leash pulls towards.
+
+    Either an independent deep copy (eval mode, no gradients, never shares storage with the trained
+    weights), or, for LoRA, the trained model itself with its adapters disabled, so one copy of the
+    base weights serves both.
+    """
+
+    def __init__(self, policy_lm: nn.Module, share_base_with_lora: bool = False) -> None:
+        self.share_base_with_lora = share_base_with_lora
+        if share_base_with_lora:
+            self.lm = policy_lm
+        else:
+            self.lm = copy.deepcopy(policy_lm).eval()
+            for parameter in self.lm.parameters():
+                parameter.requires_grad_(False)
+
+    def adapters_off(self):
+        return self.lm.disable_adapter() if self.share_base_with_lora else contextlib.nullcontext()
+
+    def log_probs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, response_ids: torch.Tensor, temperature: float) -> torch.Tensor:
+        with self.adapters_off():
+            return sequence_log_probs(self.lm, input_ids, attention_mask, response_ids, temperature)
