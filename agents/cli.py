@@ -7,25 +7,36 @@ import sys
 import tyro
 
 from agents.checkpoint import CheckpointError
-from agents.config import TrainConfig
+from agents.config import TextTrainConfig, TrainConfig
 from agents.ppo import NonFiniteLossError
+
+
+TYRO_MARKERS = (tyro.conf.OmitArgPrefixes, tyro.conf.OmitSubcommandPrefixes)
 
 
 def main() -> None:
     from agents.evaluate import EvalConfig, evaluate_cli
     from agents.train import train
+    from agents.train_text import train_text
 
-    commands = {
-        "train": (TrainConfig, lambda config: print(f"run written to {train(config)}")),
-        "eval": (EvalConfig, evaluate_cli),
-    }
-    config = tyro.extras.subcommand_cli_from_dict(
-        {name: cls for name, (cls, _) in commands.items()},
-        config=(tyro.conf.OmitArgPrefixes,),
-        prog="ppo",
-        description="One PPO for MuJoCo walkers (and, later, language models).",
-    )
-    handler = next(handle for cls, handle in commands.values() if isinstance(config, cls))
+    arguments = sys.argv[1:]
+    if arguments[:2] == ["train", "text"]:
+        # `ppo train text ...`: the one word that switches from walkers to language models
+        config = tyro.cli(TextTrainConfig, args=arguments[2:], prog="ppo train text", config=TYRO_MARKERS)
+        handler = lambda c: print(f"run written to {train_text(c)}")  # noqa: E731
+    else:
+        commands = {
+            "train": (TrainConfig, lambda c: print(f"run written to {train(c)}")),
+            "eval": (EvalConfig, evaluate_cli),
+        }
+        config = tyro.extras.subcommand_cli_from_dict(
+            {name: cls for name, (cls, _) in commands.items()},
+            args=arguments,
+            config=TYRO_MARKERS,
+            prog="ppo",
+            description="One PPO for MuJoCo walkers and language models. `ppo train text --help` for language models.",
+        )
+        handler = next(handle for cls, handle in commands.values() if isinstance(config, cls))
     try:
         handler(config)
     except NonFiniteLossError as error:

@@ -68,15 +68,41 @@ class AdaptivePenalty:
 
 @dataclass
 class FixedPenalty:
-    """A constant KL coefficient (the paper's "fixed KL" ablation); ``update`` leaves beta as it is."""
+    """A constant KL coefficient (the paper's "fixed KL" ablation, or a fixed reference leash); ``update`` leaves beta as it is."""
 
     beta: float
 
-    def update(self, kl: float) -> None:
-        del kl
+    def update(self, kl: float, n_steps: int = 0) -> None:
+        del kl, n_steps
 
     def state_dict(self) -> dict[str, float]:
         return {"beta": self.beta}
 
     def load_state_dict(self, state: dict[str, float]) -> None:
         self.beta = float(state["beta"])
+
+
+@dataclass
+class ProportionalKL:
+    """The adaptive reference-KL coefficient of Ziegler et al. 2019 (lm-human-preferences, classic TRL).
+
+    ``e = clip(KL / target - 1, -0.2, 0.2)``; ``beta <- beta * (1 + e * n_steps / horizon)``, with KL the
+    mean per-sequence KL to the reference of the last batch and ``n_steps`` its number of sequences.
+    Call ``update`` once per iteration.
+    """
+
+    beta: float
+    kl_target: float
+    horizon: int
+
+    def update(self, kl: float, n_steps: int) -> None:
+        if not math.isfinite(kl):
+            raise ValueError(f"ProportionalKL got a non-finite KL ({kl}); the policy diverged from the reference, lower the learning rate")
+        error = min(max(kl / self.kl_target - 1.0, -0.2), 0.2)  # clip range 0.2 from Ziegler et al. 2019
+        self.beta *= 1.0 + error * n_steps / self.horizon
+
+    def state_dict(self) -> dict[str, float]:
+        return {"beta": self.beta, "kl_target": self.kl_target, "horizon": self.horizon}
+
+    def load_state_dict(self, state: dict[str, float]) -> None:
+        self.beta, self.kl_target, self.horizon = float(state["beta"]), float(state["kl_target"]), int(state["horizon"])

@@ -10,6 +10,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.json"
+SAMPLES_FILE = "samples.jsonl"
 
 
 class RunLogger:
@@ -41,6 +42,10 @@ class RunLogger:
                 break
             kept.append(line)
         self.metrics_path.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+        samples = self.run_dir / SAMPLES_FILE
+        if samples.exists():
+            lines = samples.read_text(encoding="utf-8").splitlines()
+            samples.write_text("".join(f"{line}\n" for line in lines if json.loads(line)["iteration"] <= last_iteration), encoding="utf-8")
 
     def log(self, metrics: dict[str, float | int]) -> None:
         """One iteration: ``metrics`` must hold ``iteration`` and ``global_step``; NaN is written as null."""
@@ -51,6 +56,15 @@ class RunLogger:
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
         self.metrics_file.write(json.dumps(clean) + "\n")
         self.metrics_file.flush()
+
+    def log_samples(self, iteration: int, global_step: int, rows: list[dict]) -> None:
+        """Sample completions of one iteration: a line of ``samples.jsonl`` and a markdown table in TensorBoard's text tab."""
+        with open(self.run_dir / SAMPLES_FILE, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"iteration": iteration, "global_step": global_step, "samples": rows}) + "\n")
+        columns = list(rows[0]) if rows else []
+        cell = lambda value: str(round(value, 3) if isinstance(value, float) else value).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+        table = [f"| {' | '.join(columns)} |", f"|{'---|' * len(columns)}"] + [f"| {' | '.join(cell(row[c]) for c in columns)} |" for row in rows]
+        self.writer.add_text("samples", "\n".join(table), global_step)
 
     def close(self) -> None:
         self.metrics_file.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from dataclasses import replace
@@ -62,7 +63,7 @@ def train(config: TrainConfig) -> Path:
         config = replace(saved, run=replace(saved.run, resume=resume_dir, progress=config.run.progress))
     validate_config(config)
     env_cfg, ppo_cfg, run_cfg = config.env, config.ppo, config.run
-    torch.set_num_threads(run_cfg.torch_threads)
+    torch.set_num_threads(run_cfg.torch_threads or os.cpu_count() or 1)
     device = resolve_device(run_cfg.device)
     checkpoint = load_checkpoint(resume_dir, map_location=device) if resume_dir is not None else None
 

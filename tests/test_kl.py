@@ -67,3 +67,19 @@ def test_fixed_penalty_never_moves():
     for kl in (0.0, 1.0, 100.0):
         penalty.update(kl)
     assert penalty.beta == 3.0
+
+
+def test_proportional_kl_follows_the_ziegler_formula():
+    from agents.kl import ProportionalKL
+
+    controller = ProportionalKL(beta=0.2, kl_target=6.0, horizon=10_000)
+    controller.update(kl=9.0, n_steps=256)  # e = clip(9/6 - 1) = 0.2 (clipped from 0.5)
+    assert controller.beta == pytest.approx(0.2 * (1 + 0.2 * 256 / 10_000))
+    controller.update(kl=5.4, n_steps=100)  # e = -0.1, inside the clip range
+    assert controller.beta == pytest.approx(0.2 * (1 + 0.2 * 256 / 10_000) * (1 - 0.1 * 100 / 10_000))
+    before = controller.beta
+    controller.update(kl=6.0, n_steps=1000)
+    assert controller.beta == before
+    restored = ProportionalKL(beta=1.0, kl_target=1.0, horizon=1)
+    restored.load_state_dict(controller.state_dict())
+    assert (restored.beta, restored.kl_target, restored.horizon) == (before, 6.0, 10_000)

@@ -1,0 +1,161 @@
+"""The token-level text environment and the batched, KV-cached path that training uses."""
+
+import copy
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium.utils.env_checker import check_env
+
+import envs.text  # noqa: F401 - registers ppo/TextGen-v0
+from agents.config import Clip, PPOConfig
+from agents.lm import LMActorCritic, ReferencePolicy, inverse_cdf_sample, sample_responses
+from agents.ppo import AdamState, UpdateSchedule, make_minibatch_step, ppo_update
+from agents.text_rollout import TextBatchSettings, collect_text, shaped_rewards
+from envs.text.env import TextGenEnv
+from envs.text.models import build_tiny_model
+
+PROMPTS = ["the movie was", "a film", "this story is very", "one actor"]
+
+
+def letter_count(prompts, completions):
+    return [float(c.count("o")) for c in completions], {"length_chars": [float(len(c)) for c in completions]}
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return build_tiny_model()
+
+
+def settings(**overrides):
+    base = dict(max_new_tokens=10, max_prompt_tokens=16, temperature=1.0, forward_batch=3, gamma=1.0, gae_lambda=0.95, eos_penalty=None, whiten_advantages=True)
+    return TextBatchSettings(**{**base, **overrides})
+
+
+def test_env_passes_the_gymnasium_checker(tiny):
+    _, tokenizer = tiny
+    env = gym.make("ppo/TextGen-v0", tokenizer=tokenizer, prompts=PROMPTS, score=lambda p, c: letter_count(p, c)[0], max_new_tokens=6, max_prompt_tokens=8)
+    check_env(env.unwrapped, skip_render_check=True)
+
+
+def test_episode_ends_at_eos_and_at_the_limit_with_reward_only_at_the_end(tiny):
+    _, tokenizer = tiny
+    before = copy.deepcopy(tokenizer.get_vocab()), tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.padding_side
+    env = TextGenEnv(tokenizer, PROMPTS, score=lambda p, c: [len(c[0]) + 1.0], max_new_tokens=4, max_prompt_tokens=8)
+    obs, info = env.reset(seed=0, options={"prompt": "the movie was"})
+    prompt_length = int(obs["attention_mask"].sum())
+    token = tokenizer("good", add_special_tokens=False)["input_ids"][0]
+    rewards = []
+    for step in range(4):
+        obs, reward, terminated, truncated, info = env.step(token)
+        rewards.append(reward)
+        assert int(obs["attention_mask"].sum()) == prompt_length + step + 1
+        assert terminated == (step == 3) and not truncated
+    assert rewards[:3] == [0.0, 0.0, 0.0] and rewards[3] == len(info["completion"]) + 1.0
+    assert info["ended_with_eos"] is False
+    env.reset(seed=0)
+    env.step(token)
+    _, reward, terminated, _, info = env.step(tokenizer.eos_token_id)
+    assert terminated and info["ended_with_eos"] and reward == len(info["completion"]) + 1.0
+    assert (copy.deepcopy(tokenizer.get_vocab()), tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.padding_side) == before
+
+
+def test_env_rejects_prompts_that_do_not_fit(tiny):
+    _, tokenizer = tiny
+    env = TextGenEnv(tokenizer, ["the movie was great and the film was good"], score=lambda p, c: [0.0], max_new_tokens=4, max_prompt_tokens=3)
+    with pytest.raises(ValueError, match="longer than max_prompt_tokens=3"):
+        env.reset(seed=0)
+    with pytest.raises(ValueError, match="at least one prompt"):
+        TextGenEnv(tokenizer, [], score=lambda p, c: [0.0])
+
+
+def test_single_env_and_batched_path_give_the_same_episodes(tiny):
+    model, tokenizer = tiny
+    policy = LMActorCritic(model)
+    reference = ReferencePolicy(model)
+    generator = torch.Generator().manual_seed(7)
+    rollout = collect_text(policy, reference, tokenizer, PROMPTS, letter_count, settings(), 0.0, generator)
+    uniforms = torch.rand(len(PROMPTS), 10, generator=torch.Generator().manual_seed(7))
+    env = TextGenEnv(tokenizer, PROMPTS, score=lambda p, c: letter_count(p, c)[0], max_new_tokens=10, max_prompt_tokens=16)
+    for row, prompt in enumerate(PROMPTS):
+        obs, _ = env.reset(seed=0, options={"prompt": prompt})
+        tokens, reward, terminated, t = [], 0.0, False, 0
+        while not terminated:
+            length = int(obs["attention_mask"].sum())
+            with torch.no_grad():
+                logits = model(input_ids=torch.tensor(obs["input_ids"][:length]).unsqueeze(0)).logits[:, -1]
+            action = int(inverse_cdf_sample(logits, uniforms[row, t : t + 1], 1.0))
+            obs, reward, terminated, _, _ = env.step(action)
+            tokens.append(action)
+            t += 1
+        n = int(rollout.response_mask[row].sum())
+        assert tokens == rollout.response_ids[row, :n].tolist()
+        assert reward == rollout.scores[row].item()
+
+
+def test_sampling_log_probs_equal_the_training_forward(tiny):
+    model, tokenizer = tiny
+    policy = LMActorCritic(model, temperature=0.7)
+    prompt_ids = torch.tensor([[0, 0, 5, 6], [7, 8, 9, 10]])
+    prompt_mask = (torch.arange(4) >= torch.tensor([[2], [0]])).long()
+    sampled = sample_responses(model, prompt_ids, prompt_mask, torch.rand(2, 8, generator=torch.Generator().manual_seed(0)), 0.7, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    evaluation = policy({
+        "input_ids": torch.cat([prompt_ids, sampled.response_ids], 1),
+        "attention_mask": torch.cat([prompt_mask, sampled.response_mask], 1),
+        "response_ids": sampled.response_ids,
+        "old_logp": sampled.sampled_logp,
+    })
+    mask = sampled.response_mask.bool()
+    torch.testing.assert_close(evaluation.logp[mask], sampled.sampled_logp[mask], atol=2e-5, rtol=0)
+
+
+def test_first_minibatch_ratio_is_one_and_training_leaves_the_reference_alone(tiny):
+    model, tokenizer = tiny
+    model = copy.deepcopy(model)
+    policy = LMActorCritic(model)
+    reference = ReferencePolicy(model)
+    reference_before = {k: v.clone() for k, v in reference.lm.state_dict().items()}
+    rollout = collect_text(policy, reference, tokenizer, PROMPTS, letter_count, settings(forward_batch=4), 0.1, torch.Generator().manual_seed(0))
+    params = {k: p.detach() for k, p in policy.named_parameters() if p.requires_grad}
+    cfg = PPOConfig(epochs=2, minibatch_size=4, learning_rate=1e-3, normalize_advantages=False, value_clip=0.2)
+    step = make_minibatch_step(policy, Clip(), cfg, compile=False)
+    stats = step(params, AdamState(params), rollout.batch, torch.arange(4), torch.tensor(1e-3), torch.tensor(0.0))
+    assert stats[3].item() == 0.0 and stats[4].item() == 0.0, "k1 and k3 must be exactly 0 before the first step"
+    result = ppo_update(policy, params, AdamState(params), step, rollout.batch, cfg, UpdateSchedule(1e-3, 0.0), torch.Generator().manual_seed(0))
+    assert result.kl_after_update > 0
+    assert not torch.equal(policy.lm.transformer.h[0].mlp.c_fc.weight, reference.lm.transformer.h[0].mlp.c_fc.weight)
+    for name, tensor in reference.lm.state_dict().items():
+        assert torch.equal(tensor, reference_before[name]), name
+    assert all(not p.requires_grad for p in reference.lm.parameters())
+
+
+def test_kl_shaping_sums_to_score_minus_beta_kl():
+    kl = torch.tensor([[0.5, -0.2, 0.3, 9.0], [0.1, 0.1, 0.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
+    scores = torch.tensor([2.0, -1.0])
+    rewards = shaped_rewards(kl, scores, mask, ref_kl_coef=0.5)
+    assert rewards.tolist()[0] == pytest.approx([-0.25, 0.1, -0.15 + 2.0, 0.0])
+    assert rewards.tolist()[1] == pytest.approx([-0.05, -0.05 - 1.0, 0.0, 0.0])
+    assert rewards.sum(-1).tolist() == pytest.approx([2.0 - 0.5 * 0.6, -1.0 - 0.5 * 0.2])
+
+
+def test_batched_rollout_masks_after_eos_and_applies_the_eos_penalty(tiny):
+    model, tokenizer = tiny
+    biased = copy.deepcopy(model)
+    with torch.no_grad():  # raise the EOS logit by 4 so that some rows end early and others do not
+        eos_direction = biased.lm_head.weight[tokenizer.eos_token_id]
+        biased.transformer.ln_f.bias += 4.0 * eos_direction / eos_direction.norm() ** 2
+    policy = LMActorCritic(biased)
+    rollout = collect_text(policy, ReferencePolicy(biased), tokenizer, PROMPTS * 4, letter_count, settings(max_new_tokens=12, eos_penalty=-5.0), 0.0, torch.Generator().manual_seed(1))
+    lengths = rollout.response_mask.sum(-1)
+    for row in range(len(lengths)):
+        n = int(lengths[row])
+        assert rollout.response_mask[row, :n].all() and not rollout.response_mask[row, n:].any()
+        if rollout.ended[row]:
+            assert rollout.response_ids[row, n - 1].item() == tokenizer.eos_token_id
+        else:
+            assert rollout.scores[row].item() == -5.0
+    assert rollout.ended.any() and not rollout.ended.all()
+    assert rollout.batch.advantages[rollout.response_mask == 0].abs().max().item() == 0.0
+    assert rollout.tokens == int(lengths.sum())

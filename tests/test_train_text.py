@@ -1,0 +1,186 @@
+"""``ppo train text`` end to end on a tiny random GPT-2: run folder, saved policy, resume, LoRA, warm-up, bad input."""
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from agents.checkpoint import load_checkpoint
+from agents.config import AdaptiveKL, ArithmeticTaskConfig, Clip, CustomTaskConfig, PPOConfig, RunConfig, TextEnvConfig, TextTrainConfig, TEXT_PPO_DEFAULTS
+from agents.train_text import train_text
+from envs.text.tasks import RewardError, TaskError
+from tests.conftest import run_ppo, without_timing
+
+REWARD_MODULE = '''
+import math
+import os
+from pathlib import Path
+
+CALLS = Path(__file__).with_name("calls.txt")
+
+
+def score(prompts, completions):
+    calls = int(CALLS.read_text()) if CALLS.exists() else 0
+    CALLS.write_text(str(calls + 1))
+    if os.environ.get("REWARD_FAILS_AT") == str(calls):
+        raise RuntimeError("the reward server is down")
+    if os.environ.get("REWARD_NAN_AT") == str(calls):
+        return [math.nan for _ in completions]
+    return [float(c.count("o")) - 0.5 * float(c.count("e")) for c in completions]
+'''
+
+
+@pytest.fixture
+def custom_task(tmp_path):
+    folder = tmp_path / "task"
+    folder.mkdir()
+    (folder / "rewards.py").write_text(REWARD_MODULE)
+    (folder / "prompts.txt").write_text("the movie was\na film\nthis story is very\none actor\n")
+    return CustomTaskConfig(prompts_file=folder / "prompts.txt", reward=f"{folder / 'rewards.py'}:score")
+
+
+def tiny_text_config(tmp_path, name, task, total_steps=8 * 8 * 4, objective=Clip(), **text):
+    return TextTrainConfig(
+        text=replace(TextEnvConfig(model="tiny", task=task, prompts_per_iteration=8, max_new_tokens=8, max_prompt_tokens=16, forward_batch=4), **text),
+        objective=objective,
+        ppo=replace(TEXT_PPO_DEFAULTS, total_steps=total_steps, epochs=2, minibatch_size=4, learning_rate=1e-3),
+        run=RunConfig(runs_dir=tmp_path / "runs", run_name=name, compile=False, progress=False, checkpoint_every=1, torch_threads=1),
+    )
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_text_run_writes_the_same_run_folder_plus_samples(tmp_path, custom_task):
+    run_dir = train_text(tiny_text_config(tmp_path, "text", custom_task, objective=AdaptiveKL()))
+    records = metrics(run_dir)
+    assert len(records) == 4 and records[-1]["global_step"] >= 256
+    for key in ("reward", "ref_kl", "ref_kl_coef", "response_length", "distinct_token_ratio", "repetition_rate", "eos_rate",
+                "policy_loss", "value_loss", "approx_kl_k3", "clip_fraction", "beta", "explained_variance"):
+        assert key in records[-1], key
+    samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+    assert len(samples) == 4 and {"prompt", "completion", "score"} <= set(samples[0]["samples"][0])
+    assert (run_dir / "config.json").is_file() and list(run_dir.glob("events.out.tfevents.*"))
+
+
+def test_saved_policy_loads_with_from_pretrained_and_matches(tmp_path, custom_task):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    run_dir = train_text(tiny_text_config(tmp_path, "save", custom_task))
+    loaded = AutoModelForCausalLM.from_pretrained(run_dir / "policy")
+    tokenizer = AutoTokenizer.from_pretrained(run_dir / "policy")
+    trained = load_checkpoint(run_dir)["trainable"]
+    for name, tensor in loaded.state_dict().items():
+        key = f"lm.{name}"
+        if key in trained:
+            assert torch.equal(tensor, trained[key]), name
+    ids = tokenizer("the movie was", return_tensors="pt").input_ids
+    assert loaded(ids).logits.shape[-1] == len(tokenizer)
+    assert (run_dir / "policy" / "value_head.pt").is_file()
+
+
+def test_reward_failure_stops_with_the_checkpoint_intact_and_resume_matches(tmp_path, custom_task, monkeypatch):
+    whole = train_text(tiny_text_config(tmp_path, "whole", custom_task))
+    (custom_task.prompts_file.parent / "calls.txt").unlink()
+    monkeypatch.setenv("REWARD_FAILS_AT", "2")
+    with pytest.raises(RewardError, match="RuntimeError: the reward server is down"):
+        train_text(tiny_text_config(tmp_path, "broken", custom_task))
+    broken_dir = tmp_path / "runs" / "broken"
+    checkpoint_bytes = (broken_dir / "checkpoints" / "latest.pt").read_bytes()
+    assert load_checkpoint(broken_dir)["iteration"] == 2
+    monkeypatch.setenv("REWARD_FAILS_AT", "never")
+    train_text(tiny_text_config(tmp_path, "ignored", custom_task, total_steps=1).__class__(
+        **{**tiny_text_config(tmp_path, "ignored", custom_task).__dict__, "run": RunConfig(resume=broken_dir, progress=False)}))
+    assert without_timing(metrics(whole)) == without_timing(metrics(broken_dir))
+    assert checkpoint_bytes != (broken_dir / "checkpoints" / "latest.pt").read_bytes()
+
+
+def test_nan_reward_is_a_one_line_error_that_keeps_the_checkpoint(tmp_path, custom_task, monkeypatch):
+    monkeypatch.setenv("REWARD_NAN_AT", "1")
+    with pytest.raises(RewardError, match="not finite for 8 of 8 completions") as error:
+        train_text(tiny_text_config(tmp_path, "nan", custom_task))
+    assert "\n" not in str(error.value)
+    assert load_checkpoint(tmp_path / "runs" / "nan")["iteration"] == 1
+
+
+def test_critic_warmup_moves_only_the_value_head(tmp_path, custom_task):
+    run_dir = train_text(tiny_text_config(tmp_path, "warm", custom_task, total_steps=8 * 8, critic_warmup=5))
+    from envs.text.models import build_tiny_model
+
+    initial, _ = build_tiny_model()
+    trained = load_checkpoint(run_dir)["trainable"]
+    for name, tensor in initial.named_parameters():
+        assert torch.equal(trained[f"lm.{name}"], tensor), name
+    assert trained["value_head.weight"].abs().sum() > 0
+
+
+def test_lora_trains_adapters_only_and_the_reference_is_the_base(tmp_path, custom_task):
+    from agents.train_text import build_policy
+
+    config = tiny_text_config(tmp_path, "lora", custom_task, lora_rank=4)
+    run_dir = train_text(config)
+    trained = load_checkpoint(run_dir)["trainable"]
+    assert trained and all("lora_" in name or name.startswith("value_head") for name in trained)
+    policy, reference, _ = build_policy(config, torch.device("cpu"))
+    from envs.text.models import build_tiny_model
+
+    base, _ = build_tiny_model()
+    ids = torch.tensor([[5, 6, 7, 8]])
+    mask = torch.ones_like(ids)
+    with torch.no_grad():
+        for name, tensor in trained.items():
+            dict(policy.named_parameters())[name].copy_(tensor)
+        expected = torch.log_softmax(base(input_ids=ids).logits[:, -3:-1], -1).gather(-1, ids[:, -2:].unsqueeze(-1)).squeeze(-1)
+        reference_logp = reference.log_probs(ids, mask, ids[:, -2:], 1.0)
+        policy_logp = torch.log_softmax(policy.lm(input_ids=ids).logits[:, -3:-1], -1).gather(-1, ids[:, -2:].unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(reference_logp, expected, atol=1e-5, rtol=0)
+    assert not torch.allclose(policy_logp, expected, atol=1e-4), "the adapters should have moved the policy"
+    from transformers import AutoModelForCausalLM
+
+    merged = AutoModelForCausalLM.from_pretrained(run_dir / "policy")
+    assert not any("lora" in name for name in merged.state_dict())
+
+
+def test_reference_leash_coefficient_follows_ziegler(tmp_path, custom_task):
+    records = metrics(train_text(tiny_text_config(tmp_path, "leash", custom_task, ref_kl_coef=0.3, ref_kl_target=0.01, ref_kl_horizon=100)))
+    beta = 0.3
+    for record in records:
+        error = min(max(record["ref_kl"] / 0.01 - 1.0, -0.2), 0.2)
+        beta *= 1 + error * 8 / 100
+        assert record["ref_kl_coef"] == pytest.approx(beta)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "/nonexistent/model"], "model path /nonexistent/model does not exist"),
+        (["--model", "tiny", "--max-prompt-tokens", "2", "arithmetic"], "more than --max-prompt-tokens 2"),
+        (["--model", "tiny", "--prompts-per-iteration", "6", "--minibatch-size", "4"], "does not divide the batch"),
+        (["--model", "tiny", "--temperature", "0"], "--temperature must be > 0"),
+        (["--model", "no_such_package/model.gguf"], "'no_such_package' is not an installed package"),
+    ],
+)
+def test_bad_text_input_gives_one_line_error(tmp_path, args, message):
+    result = run_ppo("train", "text", "--runs-dir", str(tmp_path), "--no-progress", *args)
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr[-2000:]
+
+
+def test_empty_prompts_file_is_a_clear_error(tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    result = run_ppo("train", "text", "--model", "tiny", "--runs-dir", str(tmp_path / "runs"), "custom", "--prompts-file", str(empty), "--reward", "math:fabs")
+    assert result.returncode != 0 and len(result.stderr.strip().splitlines()) == 1 and "empty" in result.stderr
+
+
+def test_switching_to_text_is_one_word_on_the_command_line(tmp_path):
+    result = run_ppo("train", "text", "--model", "tiny", "--runs-dir", str(tmp_path), "--run-name", "cli", "--total-steps", "64",
+                     "--prompts-per-iteration", "4", "--max-new-tokens", "8", "--no-progress", "arithmetic", "penalty", "--kl-target", "0.02")
+    assert result.returncode == 0, result.stderr[-2000:]
+    config = json.loads((tmp_path / "cli" / "config.json").read_text())
+    assert config["kind"] == "text" and config["objective"]["name"] == "penalty" and config["text"]["task"]["name"] == "arithmetic"
