@@ -20,6 +20,7 @@ from agents.buffer import Minibatch, minibatch_indices
 from agents.config import AdaptiveKL, Clip, FixedKL, NoClip, PPOConfig
 from agents.gae import masked_mean, whiten
 from agents.kl import kl_k1, kl_k3
+from agents.policy import Evaluation
 from agents.losses import (
     SurrogateInputs,
     clip_fraction,
@@ -113,8 +114,7 @@ def make_minibatch_step(
     """
     fraction_coef = diagnostic_clip_coef(objective)
 
-    def loss_and_stats(params: dict[str, torch.Tensor], mb: Minibatch, beta: torch.Tensor):
-        evaluation = functional_call(policy, params, (mb.inputs,))
+    def loss_and_stats(evaluation: Evaluation, mb: Minibatch, beta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         advantages = whiten(mb.advantages, mb.mask) if cfg.normalize_advantages else mb.advantages
         surrogate_inputs = SurrogateInputs(evaluation.logp, mb.old_logp, advantages, evaluation.kl, mb.mask)
         policy_loss = policy_surrogate(objective, surrogate_inputs, beta)
@@ -135,14 +135,35 @@ def make_minibatch_step(
         )
         return loss, stats
 
-    gradient_of_loss = grad_and_value(loss_and_stats, has_aux=True)
+    def functional_gradients(params: dict[str, torch.Tensor], mb: Minibatch, beta: torch.Tensor):
+        """torch.func: the parameters are inputs, so torch.compile can trace backward and Adam into one graph."""
+
+        def loss_of(p):
+            return loss_and_stats(functional_call(policy, p, (mb.inputs,)), mb, beta)
+
+        grads, (_, stats) = grad_and_value(loss_of, has_aux=True)(params)
+        return grads, stats
+
+    module_parameters = dict(policy.named_parameters())
+
+    def autograd_gradients(params: dict[str, torch.Tensor], mb: Minibatch, beta: torch.Tensor):
+        """Plain autograd on the module's own parameters: faster than torch.func when nothing is compiled
+        (0.75 vs 1.6 ms for the MuJoCo MLP, 10 vs 13-20 s for a 135M LM step, measured)."""
+        with torch.enable_grad():
+            loss, stats = loss_and_stats(policy(mb.inputs), mb, beta)
+            leaves = [module_parameters[name] for name in params]
+            grads = torch.autograd.grad(loss, leaves)
+        return dict(zip(params, grads)), stats
+
+    gradients = functional_gradients if compile else autograd_gradients
 
     def step(
         params: dict[str, torch.Tensor], adam: AdamState, batch: Minibatch, index: torch.Tensor, lr: torch.Tensor, beta: torch.Tensor
     ) -> torch.Tensor:
-        grads, (_, stats) = gradient_of_loss(params, batch.select(index), beta)
+        grads, stats = gradients(params, batch.select(index), beta)
         grads, grad_norm = clip_by_global_norm(grads, cfg.max_grad_norm)
-        adam_step(params, grads, adam, lr, cfg.adam_eps)
+        with torch.no_grad():
+            adam_step(params, grads, adam, lr, cfg.adam_eps)
         return torch.cat([stats, grad_norm.reshape(1)])
 
     if not compile:
@@ -159,8 +180,9 @@ def make_minibatch_step(
             chosen.append(compiled)
         except Exception as error:  # noqa: BLE001 - any compiler failure means: run eagerly instead
             print(f"warning: torch.compile failed ({type(error).__name__}); running the PPO step eagerly (pass --no-compile to skip trying)")
-            result = step(*args)
-            chosen.append(step)
+            eager = make_minibatch_step(policy, objective, cfg, compile=False)
+            result = eager(*args)
+            chosen.append(eager)
         return result
 
     return compiled_or_eager

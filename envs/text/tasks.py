@@ -435,7 +435,7 @@ class ArithmeticTaskConfig:
     """Operators to ask about, any of '+', '-', '*'."""
     eval_prompts: int = 100
     """Questions held out for evaluation; all other questions of the range are training prompts."""
-    seed: int = 0
+    question_seed: int = 0
     """Seed of the shuffle that decides which questions are held out, and the order of both lists."""
 
 
@@ -487,7 +487,7 @@ class ArithmeticTask:
                 f"eval_prompts must be between 1 and {len(questions) - 1} (there are {len(questions)} questions in this range), "
                 f"got {config.eval_prompts}; widen the operand range or hold out fewer"
             )
-        random.Random(config.seed).shuffle(questions)
+        random.Random(config.question_seed).shuffle(questions)
         self.config = config
         self.split_prompts = {"eval": questions[: config.eval_prompts], "train": questions[config.eval_prompts :]}
 

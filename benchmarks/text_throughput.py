@@ -1,0 +1,118 @@
+"""Text throughput: KV-cached sampling cost per token at two lengths, and whole PPO iterations against TRL's PPOTrainer.
+
+Default model (SmolLM2-135M-Instruct, fp32, CPU), 8 arithmetic prompts of about 11 tokens, 1 torch thread
+unless ``--threads``. Three measurements, one after another in this run:
+
+1. Sampling with the key/value cache (``agents.lm.sample_responses``) for 32 and 128 new tokens, EOS
+   disabled so every row generates the full length: seconds per generated token must stay flat.
+   The same for a loop that re-runs the whole prefix at every token (what a naive per-token env does).
+2. ``ppo train text`` iterations (8 prompts, 32 new tokens, 4 epochs, minibatch 8 sequences):
+   generated tokens per second of wall-clock, first iteration excluded.
+3. TRL 1.12's PPOTrainer on the same model, batch and lengths, run by ``benchmarks/trl_ppo_baseline.py``
+   with the Python of a separate venv (``--trl-python``; TRL is a peer, not a dependency).
+
+    python benchmarks/text_throughput.py --trl-python /work/trl-venv/bin/python
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+PROMPTS = [
+    "What is 7 + 5? Answer:",
+    "What is 13 - 4? Answer:",
+    "What is 9 + 11? Answer:",
+    "What is 18 - 9? Answer:",
+    "What is 6 + 14? Answer:",
+    "What is 20 - 7? Answer:",
+    "What is 3 + 16? Answer:",
+    "What is 15 - 8? Answer:",
+]
+
+
+def sampling_cost(lm, tokenizer, new_tokens: int, use_cache: bool) -> float:
+    """Seconds per generated token for the 8 prompts, EOS never stopping a row."""
+    from agents.lm import inverse_cdf_sample, sample_responses
+    from agents.text_rollout import left_pad
+
+    ids, mask = left_pad([tokenizer(p, add_special_tokens=False)["input_ids"] for p in PROMPTS], tokenizer.pad_token_id or 0, torch.device("cpu"))
+    uniforms = torch.rand(len(PROMPTS), new_tokens, generator=torch.Generator().manual_seed(0))
+    start = time.perf_counter()
+    if use_cache:
+        sample_responses(lm, ids, mask, uniforms, 1.0, eos_id=-1, pad_id=0)
+    else:
+        with torch.no_grad():
+            for t in range(new_tokens):
+                logits = lm(input_ids=ids, attention_mask=mask, use_cache=False).logits[:, -1]
+                token = inverse_cdf_sample(logits, uniforms[:, t], 1.0)
+                ids = torch.cat([ids, token.unsqueeze(1)], 1)
+                mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
+    return (time.perf_counter() - start) / (new_tokens * len(PROMPTS))
+
+
+def ppo_iterations(iterations: int, threads: int) -> dict:
+    from agents.config import TEXT_PPO_DEFAULTS, ArithmeticTaskConfig, RunConfig, TextEnvConfig, TextTrainConfig
+    from agents.train_text import train_text
+
+    with tempfile.TemporaryDirectory() as runs:
+        config = TextTrainConfig(
+            text=TextEnvConfig(task=ArithmeticTaskConfig(), prompts_per_iteration=8, max_new_tokens=32, forward_batch=8),
+            ppo=TEXT_PPO_DEFAULTS.__class__(**{**TEXT_PPO_DEFAULTS.__dict__, "total_steps": 8 * 32 * iterations, "epochs": 4, "minibatch_size": 8}),
+            run=RunConfig(runs_dir=Path(runs), run_name="bench", progress=False, compile=False, torch_threads=threads, checkpoint_every=10_000),
+        )
+        train_text(config)
+        records = [json.loads(line) for line in (Path(runs) / "bench" / "metrics.jsonl").read_text().splitlines()]
+    timed = records[1:]
+    tokens = sum(r["global_step"] - p["global_step"] for p, r in zip(records, records[1:]))
+    seconds = sum(r["rollout_seconds"] + r["update_seconds"] for r in timed)
+    return {
+        "iterations_timed": len(timed),
+        "seconds_per_iteration": seconds / len(timed),
+        "rollout_seconds": sum(r["rollout_seconds"] for r in timed) / len(timed),
+        "update_seconds": sum(r["update_seconds"] for r in timed) / len(timed),
+        "mean_response_length": sum(r["response_length"] for r in timed) / len(timed),
+        "generated_tokens_per_second": tokens / seconds,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--iterations", type=int, default=4, help="PPO iterations (the first is not timed)")
+    parser.add_argument("--trl-python", type=Path, help="python of a venv with trl==1.12.0 (see benchmarks/trl_ppo_baseline.py)")
+    parser.add_argument("--trl-updates", type=int, default=3)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    from envs.text.models import load_causal_lm
+
+    lm, tokenizer, source = load_causal_lm()
+    print(f"model: {source}; {args.threads} torch thread(s); 8 prompts")
+    for use_cache in (True, False):
+        costs = {n: sampling_cost(lm, tokenizer, n, use_cache) for n in (32, 128)}
+        label = "KV cache (ours)" if use_cache else "full prefix per token"
+        print(f"sampling, {label:<22}: {costs[32] * 1e3:6.1f} ms/token at 32, {costs[128] * 1e3:6.1f} ms/token at 128 "
+              f"(x{costs[128] / costs[32]:.2f}); {1 / costs[32]:.0f} tokens/s at 32")
+    ours = ppo_iterations(args.iterations, args.threads)
+    print(f"this PPO: {ours['seconds_per_iteration']:.1f} s per iteration (rollout {ours['rollout_seconds']:.1f} s, update {ours['update_seconds']:.1f} s), "
+          f"{ours['generated_tokens_per_second']:.1f} generated tokens/s of PPO, mean response {ours['mean_response_length']:.1f} tokens")
+    if args.trl_python:
+        command = [str(args.trl_python), str(Path(__file__).with_name("trl_ppo_baseline.py")), "--updates", str(args.trl_updates),
+                   "--threads", str(args.threads), "--new-tokens", "32", "--batch", "8"]
+        trl = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+        trl_rate = trl["tokens_per_update"] / trl["seconds_per_update"]
+        print(f"TRL {trl.get('trl_version')} PPOTrainer: {trl['seconds_per_update']:.1f} s per update, {trl_rate:.1f} generated tokens/s of PPO, "
+              f"peak {trl.get('peak_rss_gb', float('nan')):.1f} GB")
+        print(f"ratio (ours / TRL, generated tokens per second of PPO): {ours['generated_tokens_per_second'] / trl_rate:.2f}x")
+    print(json.dumps({"ours": ours}), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
