@@ -14,7 +14,7 @@ import torch
 from tqdm import tqdm
 
 from agents.checkpoint import LATEST, CheckpointError, from_storable, load_checkpoint, save_checkpoint, to_storable
-from agents.config import AdaptiveKL, FixedKL, TrainConfig, config_from_dict, config_to_dict, objective_name, validate_config
+from agents.config import AdaptiveKL, FixedKL, RunConfig, TrainConfig, config_from_dict, config_to_dict, objective_name, validate_config
 from agents.gaussian import GaussianActorCritic
 from agents.kl import AdaptivePenalty, FixedPenalty
 from agents.logger import RunLogger, read_config, write_config
@@ -43,12 +43,10 @@ def make_penalty(config: TrainConfig) -> AdaptivePenalty | FixedPenalty:
     return FixedPenalty(beta=0.0)
 
 
-def new_run_dir(config: TrainConfig) -> Path:
-    """``runs/<env>__<objective>__s<seed>__<timestamp>`` unless ``--run-name`` is given; refuses to reuse a run folder."""
-    name = config.run.run_name or (
-        f"{config.env.env_id}__{objective_name(config.objective)}__s{config.run.seed}__{datetime.now():%Y%m%d-%H%M%S}"
-    )
-    run_dir = config.run.runs_dir / name
+def new_run_dir(run: RunConfig, subject: str, objective: str) -> Path:
+    """``runs/<subject>__<objective>__s<seed>__<timestamp>`` unless ``--run-name`` is given; refuses to reuse a run folder."""
+    name = run.run_name or f"{subject}__{objective}__s{run.seed}__{datetime.now():%Y%m%d-%H%M%S}"
+    run_dir = run.runs_dir / name
     if (run_dir / "checkpoints").exists():
         raise ValueError(f"{run_dir} already holds a run; continue it with --resume {run_dir} or pick another --run-name")
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -86,7 +84,7 @@ def train(config: TrainConfig) -> Path:
     global_step, start_iteration = 0, 0
 
     if checkpoint is None:
-        run_dir = new_run_dir(config)
+        run_dir = new_run_dir(run_cfg, config.env.env_id, objective_name(config.objective))
         write_config(run_dir, config_to_dict(config))
     else:
         run_dir = Path(resume_dir)

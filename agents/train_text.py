@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections import Counter
 from dataclasses import replace
-from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +21,7 @@ from agents.lm import LMActorCritic, ReferencePolicy
 from agents.logger import RunLogger, read_config, write_config
 from agents.ppo import AdamState, UpdateSchedule, make_minibatch_step, ppo_update
 from agents.text_rollout import TextBatchSettings, collect_text
-from agents.train import make_penalty, resolve_device
+from agents.train import make_penalty, new_run_dir, resolve_device
 from envs.text.models import load_causal_lm, without_quantization
 from envs.text.tasks import checked_scores, task_from_config
 
@@ -30,15 +30,6 @@ POLICY_DIR = "policy"
 
 def task_name(config: TextTrainConfig) -> str:
     return next(name for name, cls in NAMED_CONFIGS.items() if type(config.text.task) is cls)
-
-
-def new_text_run_dir(config: TextTrainConfig) -> Path:
-    name = config.run.run_name or f"text-{task_name(config)}__{objective_name(config.objective)}__s{config.run.seed}__{datetime.now():%Y%m%d-%H%M%S}"
-    run_dir = config.run.runs_dir / name
-    if (run_dir / "checkpoints").exists():
-        raise ValueError(f"{run_dir} already holds a run; continue it with --resume {run_dir} or pick another --run-name")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    return run_dir
 
 
 def make_reference_controller(config: TextTrainConfig) -> ProportionalKL | FixedPenalty:
@@ -136,7 +127,7 @@ def train_text(config: TextTrainConfig) -> Path:
     global_step, start_iteration = 0, 0
 
     if checkpoint is None:
-        run_dir = new_text_run_dir(config)
+        run_dir = new_run_dir(run_cfg, f"text-{task_name(config)}", objective_name(config.objective))
         write_config(run_dir, config_to_dict(config))
     else:
         run_dir = Path(resume_dir)
@@ -157,12 +148,23 @@ def train_text(config: TextTrainConfig) -> Path:
         global_step, start_iteration = checkpoint["global_step"], checkpoint["iteration"]
     logger = RunLogger(run_dir, start_iteration if checkpoint else None, global_step if checkpoint else None)
     minibatch_step = make_minibatch_step(policy, config.objective, ppo_cfg, run_cfg.compile)
+    def precision():
+        """bf16 autocast on CUDA when asked (weights, value head and optimiser stay fp32); fp32 otherwise."""
+        return torch.autocast("cuda", dtype=torch.bfloat16) if text.dtype == "bf16" else contextlib.nullcontext()
+
     settings = TextBatchSettings(text.max_new_tokens, text.max_prompt_tokens, text.temperature, text.forward_batch,
                                  ppo_cfg.gamma, ppo_cfg.gae_lambda, text.eos_penalty, text.whiten_advantages)
 
+    score_normaliser = {"shift": score_shift, "scale": score_scale, "calibrated": checkpoint is not None or not text.normalize_scores}
+
     def score(prompts: list[str], completions: list[str]):
+        """Checked task scores; with --normalize-scores the first batch (sampled by the starting policy,
+        i.e. the reference) fixes the shift and scale that give it mean 0 and std 1."""
         scores = checked_scores(task, prompts, completions)
-        return [(r - score_shift) / score_scale for r in scores.rewards], scores.metrics
+        if not score_normaliser["calibrated"]:
+            raw = torch.tensor(scores.rewards)
+            score_normaliser.update(shift=float(raw.mean()), scale=float(raw.std().clamp(min=1e-6)) if len(raw) > 1 else 1.0, calibrated=True)
+        return [(r - score_normaliser["shift"]) / score_normaliser["scale"] for r in scores.rewards], scores.metrics
 
     progress = tqdm(total=ppo_cfg.total_steps, initial=min(global_step, ppo_cfg.total_steps), unit="tok", disable=not run_cfg.progress, dynamic_ncols=True)
     iteration = start_iteration
@@ -176,16 +178,15 @@ def train_text(config: TextTrainConfig) -> Path:
 
             raw_prompts = [train_prompts[i] for i in prompt_rng.integers(len(train_prompts), size=text.prompts_per_iteration)]
             prompts = format_prompts(tokenizer, raw_prompts, text.chat_template)
-            rollout = collect_text(policy, reference, tokenizer, prompts, score, settings, reference_kl.beta, sampling_generator)
-            if text.normalize_scores and iteration == 1 and checkpoint is None:
-                raw = rollout.scores * score_scale + score_shift
-                score_shift, score_scale = float(raw.mean()), float(raw.std().clamp(min=1e-6))
+            with precision():
+                rollout = collect_text(policy, reference, tokenizer, prompts, score, settings, reference_kl.beta, sampling_generator)
             global_step += rollout.tokens
             collected = time.perf_counter()
 
             policy.train(False)  # dropout stays off during updates: the ratio must start at 1 (reference.md)
             update_params = {n: p for n, p in params.items() if n.startswith("value_head") or n.startswith("critic_lm")} if warming_up else params
-            result = ppo_update(policy, update_params, adam, minibatch_step, rollout.batch, ppo_cfg, schedule, minibatch_generator, evaluation_chunk=text.forward_batch)
+            with precision():
+                result = ppo_update(policy, update_params, adam, minibatch_step, rollout.batch, ppo_cfg, schedule, minibatch_generator, evaluation_chunk=text.forward_batch)
             penalty.update(result.kl_after_update)
             mean_ref_kl = float(rollout.ref_kl.mean())
             reference_kl.update(mean_ref_kl, text.prompts_per_iteration)
@@ -231,8 +232,8 @@ def train_text(config: TextTrainConfig) -> Path:
                         "minibatch_rng": minibatch_generator.get_state(),
                         "prompt_rng": to_storable(prompt_rng.bit_generator.state),
                         "torch_rng": torch.get_rng_state(),
-                        "score_shift": score_shift,
-                        "score_scale": score_scale,
+                        "score_shift": score_normaliser["shift"],
+                        "score_scale": score_normaliser["scale"],
                         "global_step": global_step,
                         "iteration": iteration,
                     },

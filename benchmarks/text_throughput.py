@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -58,13 +59,13 @@ def sampling_cost(lm, tokenizer, new_tokens: int, use_cache: bool) -> float:
     return (time.perf_counter() - start) / (new_tokens * len(PROMPTS))
 
 
-def ppo_iterations(iterations: int, threads: int) -> dict:
+def ppo_iterations(iterations: int, threads: int, lora_rank: int = 0) -> dict:
     from agents.config import TEXT_PPO_DEFAULTS, ArithmeticTaskConfig, RunConfig, TextEnvConfig, TextTrainConfig
     from agents.train_text import train_text
 
     with tempfile.TemporaryDirectory() as runs:
         config = TextTrainConfig(
-            text=TextEnvConfig(task=ArithmeticTaskConfig(), prompts_per_iteration=8, max_new_tokens=32, forward_batch=8),
+            text=TextEnvConfig(task=ArithmeticTaskConfig(), prompts_per_iteration=8, max_new_tokens=32, forward_batch=8, lora_rank=lora_rank),
             ppo=TEXT_PPO_DEFAULTS.__class__(**{**TEXT_PPO_DEFAULTS.__dict__, "total_steps": 8 * 32 * iterations, "epochs": 4, "minibatch_size": 8}),
             run=RunConfig(runs_dir=Path(runs), run_name="bench", progress=False, compile=False, torch_threads=threads, checkpoint_every=10_000),
         )
@@ -80,7 +81,14 @@ def ppo_iterations(iterations: int, threads: int) -> dict:
         "update_seconds": sum(r["update_seconds"] for r in timed) / len(timed),
         "mean_response_length": sum(r["response_length"] for r in timed) / len(timed),
         "generated_tokens_per_second": tokens / seconds,
+        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2,
     }
+
+
+def ppo_in_subprocess(args: argparse.Namespace, lora_rank: int) -> dict:
+    """``ppo_iterations`` in a fresh process, so its peak memory is its own."""
+    command = [sys.executable, __file__, "--only-ppo", "--lora-rank", str(lora_rank), "--threads", str(args.threads), "--iterations", str(args.iterations)]
+    return json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -89,8 +97,13 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=4, help="PPO iterations (the first is not timed)")
     parser.add_argument("--trl-python", type=Path, help="python of a venv with trl==1.12.0 (see benchmarks/trl_ppo_baseline.py)")
     parser.add_argument("--trl-updates", type=int, default=3)
+    parser.add_argument("--only-ppo", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--lora-rank", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.only_ppo:
+        print(json.dumps(ppo_iterations(args.iterations, args.threads, args.lora_rank)))
+        return
     from envs.text.models import load_causal_lm
 
     lm, tokenizer, source = load_causal_lm()
@@ -100,9 +113,12 @@ def main() -> None:
         label = "KV cache (ours)" if use_cache else "full prefix per token"
         print(f"sampling, {label:<22}: {costs[32] * 1e3:6.1f} ms/token at 32, {costs[128] * 1e3:6.1f} ms/token at 128 "
               f"(x{costs[128] / costs[32]:.2f}); {1 / costs[32]:.0f} tokens/s at 32")
-    ours = ppo_iterations(args.iterations, args.threads)
-    print(f"this PPO: {ours['seconds_per_iteration']:.1f} s per iteration (rollout {ours['rollout_seconds']:.1f} s, update {ours['update_seconds']:.1f} s), "
-          f"{ours['generated_tokens_per_second']:.1f} generated tokens/s of PPO, mean response {ours['mean_response_length']:.1f} tokens")
+    del lm
+    ours = ppo_in_subprocess(args, lora_rank=0)
+    lora = ppo_in_subprocess(args, lora_rank=8)
+    for label, result in (("this PPO, full fine-tuning", ours), ("this PPO, LoRA rank 8", lora)):
+        print(f"{label}: {result['seconds_per_iteration']:.1f} s per iteration (rollout {result['rollout_seconds']:.1f} s, update {result['update_seconds']:.1f} s), "
+              f"{result['generated_tokens_per_second']:.1f} generated tokens/s of PPO, mean response {result['mean_response_length']:.1f} tokens, peak {result['peak_rss_gb']:.1f} GB")
     if args.trl_python:
         command = [str(args.trl_python), str(Path(__file__).with_name("trl_ppo_baseline.py")), "--updates", str(args.trl_updates),
                    "--threads", str(args.threads), "--new-tokens", "32", "--batch", "8"]
@@ -111,7 +127,7 @@ def main() -> None:
         print(f"TRL {trl.get('trl_version')} PPOTrainer: {trl['seconds_per_update']:.1f} s per update, {trl_rate:.1f} generated tokens/s of PPO, "
               f"peak {trl.get('peak_rss_gb', float('nan')):.1f} GB")
         print(f"ratio (ours / TRL, generated tokens per second of PPO): {ours['generated_tokens_per_second'] / trl_rate:.2f}x")
-    print(json.dumps({"ours": ours}), file=sys.stderr)
+    print(json.dumps({"ours": ours, "lora": lora}), file=sys.stderr)
 
 
 if __name__ == "__main__":

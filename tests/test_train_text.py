@@ -201,3 +201,41 @@ def test_default_model_runs_one_ppo_iteration_and_saves_a_loadable_policy(tmp_pa
     assert record["iteration"] == 1 and record["approx_kl_k1"] == pytest.approx(0.0, abs=1e-3) and record["kl_after_update"] > 0
     loaded = AutoModelForCausalLM.from_pretrained(run_dir / "policy")
     assert loaded.config.vocab_size == 49152 and getattr(loaded.config, "quantization_config", None) is None
+
+
+def test_separate_critic_and_score_normalisation(tmp_path, custom_task):
+    config = tiny_text_config(tmp_path, "critic", custom_task, separate_critic=True, normalize_scores=True)
+    run_dir = train_text(config)
+    checkpoint = load_checkpoint(run_dir)
+    assert any(name.startswith("critic_lm.") for name in checkpoint["trainable"])
+    first = metrics(run_dir)[0]
+    assert first["reward"] == pytest.approx(0.0, abs=1e-5), "the first batch's scores are shifted to mean 0"
+    assert checkpoint["score_scale"] > 0 and checkpoint["score_shift"] != 0.0
+
+
+def test_a_saved_policy_directory_is_a_valid_model_argument(tmp_path, custom_task):
+    from envs.text.models import load_causal_lm
+
+    run_dir = train_text(tiny_text_config(tmp_path, "first", custom_task))
+    model, tokenizer, source = load_causal_lm(str(run_dir / "policy"))
+    assert source.startswith("directory") and len(tokenizer) == model.config.vocab_size
+    second = train_text(tiny_text_config(tmp_path, "second", custom_task, model=str(run_dir / "policy")))
+    assert len(metrics(second)) == 4
+
+
+@pytest.mark.slow
+def test_gguf_model_is_rebuilt_saveable_with_identical_logits(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from envs.text.models import DEFAULT_MODEL, load_causal_lm, resolve_gguf
+
+    gguf = resolve_gguf(DEFAULT_MODEL)
+    raw = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32).eval()
+    model, tokenizer, _ = load_causal_lm(DEFAULT_MODEL)
+    ids = tokenizer("This movie was", return_tensors="pt").input_ids
+    with torch.no_grad():
+        assert torch.equal(raw(ids).logits, model(ids).logits)
+    model.save_pretrained(tmp_path / "saved")
+    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "saved")
+    with torch.no_grad():
+        assert torch.equal(reloaded(ids).logits, model(ids).logits)
