@@ -11,6 +11,7 @@ import tyro
 from agents.checkpoint import CheckpointError, load_checkpoint
 from agents.config import config_from_dict
 from agents.gaussian import GaussianActorCritic
+from agents.logger import CONFIG_FILE, read_config
 from envs.mujoco import make_vector_env
 
 
@@ -19,9 +20,11 @@ class EvalConfig:
     """Evaluate a checkpoint: mean +- std return over episodes (rendering headless needs MUJOCO_GL=egl)."""
 
     run: tyro.conf.Positional[Path]
-    """Run folder (uses checkpoints/latest.pt) or a checkpoint file."""
+    """Run folder (uses checkpoints/latest.pt) or a checkpoint file; for a text run, its folder."""
     episodes: int = 10
-    """Number of episodes to run."""
+    """Number of episodes to run (text: number of held-out prompts, one completion each)."""
+    base: bool = False
+    """Text runs: evaluate the starting model instead of the trained policy (the "before")."""
     deterministic: bool = True
     """Act with the Gaussian mean instead of sampling."""
     seed: int = 12345
@@ -103,7 +106,21 @@ def write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:
     imageio.mimwrite(path, frames, fps=fps, macro_block_size=1)
 
 
+def is_text_run(path: Path) -> bool:
+    """True for a folder written by ``ppo train text``."""
+    return (path / CONFIG_FILE).is_file() and read_config(path).get("kind") == "text"
+
+
 def evaluate_cli(config: EvalConfig) -> None:
+    if is_text_run(config.run):
+        from agents.evaluate_text import evaluate_text_run
+
+        result = evaluate_text_run(config.run, config.episodes, config.seed, config.base)
+        extra = ", ".join(f"{name} {value:.3f}" for name, value in result.metrics.items())
+        print(f"{result.model}: score {np.mean(result.scores):.3f} ± {np.std(result.scores):.3f} over {len(result.scores)} held-out prompts; {extra}")
+        for prompt, completion, score in result.samples:
+            print(f"  {score:+.2f}  {prompt!r} -> {completion!r}")
+        return
     policy, env_id = load_policy(config.run, config.device)
     result = evaluate(policy, env_id, config.episodes, config.seed, config.deterministic, config.video)
     print(f"{env_id}: return {result.mean:.1f} ± {result.std:.1f} over {config.episodes} episodes (mean length {np.mean(result.lengths):.0f})")

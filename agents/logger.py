@@ -62,13 +62,18 @@ class RunLogger:
         with open(self.run_dir / SAMPLES_FILE, "a", encoding="utf-8") as handle:
             handle.write(json.dumps({"iteration": iteration, "global_step": global_step, "samples": rows}) + "\n")
         columns = list(rows[0]) if rows else []
-        cell = lambda value: str(round(value, 3) if isinstance(value, float) else value).replace("|", "\\|").replace("\n", " ")  # noqa: E731
-        table = [f"| {' | '.join(columns)} |", f"|{'---|' * len(columns)}"] + [f"| {' | '.join(cell(row[c]) for c in columns)} |" for row in rows]
+        table = [f"| {' | '.join(columns)} |", f"|{'---|' * len(columns)}"]
+        table += [f"| {' | '.join(markdown_cell(row[c]) for c in columns)} |" for row in rows]
         self.writer.add_text("samples", "\n".join(table), global_step)
 
     def close(self) -> None:
         self.metrics_file.close()
         self.writer.close()
+
+
+def markdown_cell(value) -> str:
+    """One table cell: floats rounded, pipes escaped, newlines flattened."""
+    return str(round(value, 3) if isinstance(value, float) else value).replace("|", "\\|").replace("\n", " ")
 
 
 def write_config(run_dir: Path, config: dict) -> None:

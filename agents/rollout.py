@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -172,12 +173,15 @@ def collect_mujoco(
         next_values[rows, cols] = policy.value(final)
 
     scaled = reward_scaler.scale(rewards, terminated | truncated)
-    as_tensor = lambda array: torch.as_tensor(array, dtype=torch.float32, device=device)  # noqa: E731
+    float_tensor = functools.partial(torch.as_tensor, dtype=torch.float32, device=device)
     mask = torch.ones(num_steps, num_envs, device=device)
     advantages, returns = compute_gae(
-        as_tensor(scaled), values, next_values, as_tensor(terminated), as_tensor(truncated), mask, gamma, gae_lambda
+        float_tensor(scaled), values, next_values, float_tensor(terminated), float_tensor(truncated), mask, gamma, gae_lambda
     )
-    time_major = lambda x: x.reshape(num_steps, num_envs, *x.shape[1:])  # noqa: E731
+
+    def time_major(flat: torch.Tensor) -> torch.Tensor:
+        return flat.reshape(num_steps, num_envs, *flat.shape[1:])
+
     batch = flatten_time_major(
         inputs={
             "obs": time_major(flat_obs),

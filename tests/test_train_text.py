@@ -239,3 +239,17 @@ def test_gguf_model_is_rebuilt_saveable_with_identical_logits(tmp_path):
     reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "saved")
     with torch.no_grad():
         assert torch.equal(reloaded(ids).logits, model(ids).logits)
+
+
+def test_eval_reports_the_task_score_before_and_after(tmp_path):
+    config = TextTrainConfig(
+        text=TextEnvConfig(model="tiny", task=ArithmeticTaskConfig(), prompts_per_iteration=4, max_new_tokens=6, max_prompt_tokens=16),
+        ppo=replace(TEXT_PPO_DEFAULTS, total_steps=24, epochs=1, minibatch_size=4),
+        run=RunConfig(runs_dir=tmp_path, run_name="arith", compile=False, progress=False, torch_threads=1),
+    )
+    run_dir = train_text(config)
+    after = run_ppo("eval", str(run_dir), "--episodes", "5")
+    before = run_ppo("eval", str(run_dir), "--episodes", "5", "--base")
+    assert after.returncode == 0 and before.returncode == 0, after.stderr[-1000:] + before.stderr[-1000:]
+    assert "over 5 held-out prompts" in after.stdout and "accuracy" in after.stdout
+    assert str(run_dir / "policy") in after.stdout and before.stdout.startswith("tiny")
