@@ -1,0 +1,774 @@
+"""``ppo report``: learning curves, KL/clipping diagnostics, text plots, final-score tables and the PPO
+paper's normalised score (Table 1), over any run folders written by ``ppo train`` or ``ppo compare``.
+
+Runs are grouped by (environment, objective label); the label comes from config.json (``clip-0.2``,
+``adaptive-kl-0.01``, ``fixed-kl-3``, ``no-clip``), so runs from both commands group identically.
+Everything lands in one folder: PNGs, CSV and markdown tables, ``report.md`` and ``index.html``.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import tyro
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from agents.logger import CONFIG_FILE, METRICS_FILE, SAMPLES_FILE, read_config
+
+TEXT_FINAL_ITERATIONS = 5
+"""A text run's final score is the mean ``reward`` of its last this many iterations."""
+CURVE_POINTS = 200
+"""Seeds are interpolated onto this many evenly spaced environment steps before averaging."""
+FIGURE_DPI = 100
+CURVE_FIGSIZE = (6.4, 4.0)
+"""Inches of one environment's learning-curve figure (640 x 400 pixels at FIGURE_DPI)."""
+PANEL_FIGSIZE = (4.8, 3.6)
+"""Inches of each panel of the multi-panel figures (combined curves, diagnostics, text)."""
+COMBINED_COLUMNS = 3
+RANDOM_BASELINES_FILE = "random_baselines.json"
+RANDOM_BASELINE_SEED = 0
+"""Episode i of the random-policy baseline resets with seed RANDOM_BASELINE_SEED + i."""
+
+OBJECTIVE_LABELS = {
+    "clip": ("clip", "clip_coef"),
+    "penalty": ("adaptive-kl", "kl_target"),
+    "fixed-kl": ("fixed-kl", "beta"),
+    "no-clip": ("no-clip", None),
+}
+"""config.json objective name -> (label prefix, the field whose value completes the label)."""
+PENALTY_LABELS = ("adaptive-kl", "fixed-kl")
+"""Label prefixes of the objectives whose ``beta`` is worth a plot (it is 0 for the others)."""
+
+
+class ReportError(ValueError):
+    """The runs asked for cannot be reported; the message says why."""
+
+
+class MixedEnvironmentsError(ReportError):
+    """Runs of different environments were asked to share one curve or one score."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run folder, read."""
+
+    path: Path
+    """The run folder."""
+    kind: str
+    """'mujoco' or 'text'."""
+    env: str
+    """The environment: a MuJoCo id (``Hopper-v5``) or ``text:<task>``."""
+    objective: str
+    """The objective label, e.g. ``clip-0.2`` (see ``objective_label``)."""
+    objective_order: tuple[int, float]
+    """Sort key: objective family in the paper's order, then its parameter."""
+    seed: int
+    """``run.seed`` of the config."""
+    budget_step: int
+    """The ``global_step`` at which the run is finished (its last iteration's, for MuJoCo)."""
+    records: tuple[dict, ...]
+    """metrics.jsonl, one dict per iteration."""
+
+    @property
+    def finished(self) -> bool:
+        """Whether the last metrics line reaches the run's budget."""
+        return bool(self.records) and self.records[-1]["global_step"] >= self.budget_step
+
+
+@dataclass(frozen=True)
+class Curve:
+    """A metric over environment steps, averaged over seeds on a common x grid."""
+
+    x: np.ndarray
+    """Environment steps (generated tokens for text), shape (points,)."""
+    mean: np.ndarray
+    """Mean over seeds, shape (points,)."""
+    std: np.ndarray
+    """Population std over seeds (0 for one seed), shape (points,)."""
+
+
+@dataclass(frozen=True)
+class GroupScore:
+    """The final scores of one (environment, objective) group, one per seed."""
+
+    env: str
+    """Environment of every run in the group."""
+    kind: str
+    """'mujoco' or 'text'."""
+    objective: str
+    """Objective label."""
+    seeds: tuple[int, ...]
+    """Seeds of the runs, in the order of ``scores``."""
+    scores: tuple[float, ...]
+    """Final score of each run (NaN when a run has none yet)."""
+    final_steps: tuple[int, ...]
+    """Last ``global_step`` of each run."""
+    finished: tuple[bool, ...]
+    """Whether each run reached its budget."""
+
+    @property
+    def mean(self) -> float:
+        """Mean over the seeds with a finite score (NaN if none)."""
+        finite = [s for s in self.scores if math.isfinite(s)]
+        return float(np.mean(finite)) if finite else math.nan
+
+    @property
+    def std(self) -> float:
+        """Population std (ddof 0) over the seeds with a finite score (NaN if none)."""
+        finite = [s for s in self.scores if math.isfinite(s)]
+        return float(np.std(finite)) if finite else math.nan
+
+
+@dataclass(frozen=True)
+class SampleComparison:
+    """Sample completions of one text environment, one column per objective."""
+
+    aligned: bool
+    """True: rows are prompts every objective's last samples share; False: row i is each objective's i-th sample."""
+    objectives: tuple[str, ...]
+    """Column labels: ``<objective> (seed s, iteration i)``."""
+    rows: tuple[tuple[str, tuple[tuple[str, str, float], ...]], ...]
+    """(shared prompt or '', one (prompt, completion, score) per objective, '' where an objective has fewer samples)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading run folders
+
+
+def objective_label(objective: Mapping) -> str:
+    """``{"name": "clip", "clip_coef": 0.2}`` -> ``clip-0.2``; penalty -> ``adaptive-kl-<kl_target>``,
+    fixed-kl -> ``fixed-kl-<beta>``, no-clip -> ``no-clip``; an unknown objective keeps its name."""
+    name = objective.get("name", "clip")
+    prefix, field = OBJECTIVE_LABELS.get(name, (name, None))
+    return prefix if field is None else f"{prefix}-{objective[field]:g}"
+
+
+def objective_order(objective: Mapping) -> tuple[int, float]:
+    """Sort key putting labels in the paper's order: clip, adaptive KL, fixed KL, no clipping; then by parameter."""
+    name = objective.get("name", "clip")
+    families = list(OBJECTIVE_LABELS)
+    field = OBJECTIVE_LABELS.get(name, (name, None))[1]
+    return (families.index(name) if name in families else len(families), float(objective[field]) if field else 0.0)
+
+
+def environment_name(config: Mapping) -> str:
+    """A MuJoCo config's ``env.env_id``, or ``text:<task>`` for a text config."""
+    if config.get("kind", "mujoco") == "text":
+        return f"text:{config['text']['task']['name']}"
+    return config["env"]["env_id"]
+
+
+def budget_step(config: Mapping) -> int:
+    """The ``global_step`` of a finished run: MuJoCo runs stop after ``total_steps // batch`` whole
+    iterations; text runs stop once ``total_steps`` tokens are generated."""
+    total = config["ppo"]["total_steps"]
+    if config.get("kind", "mujoco") == "text":
+        return total
+    batch = config["ppo"]["num_steps"] * config["env"].get("num_envs", 1)
+    return total // batch * batch
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The JSON lines of ``path`` up to the first unreadable one (a line cut by a kill); [] if there is no file."""
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return records
+
+
+def load_run(path: Path) -> Run:
+    """Read a run folder's config.json and metrics.jsonl."""
+    config = read_config(path)
+    try:
+        return Run(
+            path=Path(path),
+            kind=config.get("kind", "mujoco"),
+            env=environment_name(config),
+            objective=objective_label(config["objective"]),
+            objective_order=objective_order(config["objective"]),
+            seed=config["run"]["seed"],
+            budget_step=budget_step(config),
+            records=tuple(read_jsonl(Path(path) / METRICS_FILE)),
+        )
+    except (KeyError, TypeError) as error:
+        raise ReportError(f"{path}/{CONFIG_FILE} is not a ppo run config (missing {error}); pass run folders of ppo train or ppo compare") from error
+
+
+def is_run_dir(path: Path) -> bool:
+    """A run folder holds config.json and metrics.jsonl (a text run's ``policy/`` has a config.json but no metrics)."""
+    return (path / CONFIG_FILE).is_file() and (path / METRICS_FILE).is_file()
+
+
+def find_runs(paths: Sequence[Path]) -> list[Path]:
+    """The run folders among ``paths`` and below them, in order, each once; a clear error for a
+    missing path, a folder without runs, or no paths at all."""
+    if not paths:
+        raise ReportError("no run folders given; pass run folders or folders that contain runs, e.g. ppo report runs/compare")
+    found: dict[Path, Path] = {}
+    for path in map(Path, paths):
+        if not path.exists():
+            raise FileNotFoundError(f"{path} does not exist")
+        runs = [path] if is_run_dir(path) else sorted(p.parent for p in path.rglob(METRICS_FILE) if is_run_dir(p.parent))
+        if not runs:
+            raise ReportError(f"no runs under {path} (a run folder holds {CONFIG_FILE} and {METRICS_FILE})")
+        for run in runs:
+            found.setdefault(run.resolve(), run)
+    return list(found.values())
+
+
+def group_runs(runs: Sequence[Run]) -> dict[tuple[str, str], list[Run]]:
+    """Runs keyed by (environment, objective label); environments alphabetical, objectives in the paper's order, seeds ascending."""
+    groups: dict[tuple[str, str], list[Run]] = {}
+    for run in sorted(runs, key=lambda r: (r.env, r.objective_order, r.objective, r.seed)):
+        groups.setdefault((run.env, run.objective), []).append(run)
+    return groups
+
+
+# ---------------------------------------------------------------------------------------------
+# Numbers
+
+
+def run_series(run: Run, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """(global_step, value) of the iterations where ``key`` is a finite number."""
+    points = [(r["global_step"], r[key]) for r in run.records if isinstance(r.get(key), (int, float)) and math.isfinite(r[key])]
+    return np.array([x for x, _ in points], dtype=float), np.array([y for _, y in points], dtype=float)
+
+
+def check_one_environment(runs: Sequence[Run]) -> None:
+    """Raise ``MixedEnvironmentsError`` unless every run is of the same environment."""
+    envs = sorted({run.env for run in runs})
+    if len(envs) > 1:
+        raise MixedEnvironmentsError(f"refusing to put runs of different environments in one curve: {', '.join(envs)}; group them by environment")
+
+
+def mean_curve(runs: Sequence[Run], key: str, points: int = CURVE_POINTS) -> Curve | None:
+    """Mean and std over seeds of ``key`` against ``global_step``: each run is linearly interpolated onto
+    ``points`` evenly spaced steps from the earliest to the latest logged step, and each step averages the
+    runs whose logged range covers it (where a seed stopped early, the curve goes on with the others).
+    None if no run logged ``key``."""
+    check_one_environment(runs)
+    series = [s for s in (run_series(run, key) for run in runs) if len(s[0])]
+    if not series:
+        return None
+    start, end = min(x[0] for x, _ in series), max(x[-1] for x, _ in series)
+    grid = np.linspace(start, end, points) if end > start else np.array([start])
+    values = np.stack([np.where((grid >= x[0]) & (grid <= x[-1]), np.interp(grid, x, y), np.nan) for x, y in series])
+    covered = ~np.isnan(values)
+    count = covered.sum(axis=0)
+    mean = np.where(count > 0, np.nansum(values, axis=0) / np.maximum(count, 1), np.nan)
+    spread = np.where(covered, values - mean, 0.0)
+    std = np.where(count > 0, np.sqrt((spread**2).sum(axis=0) / np.maximum(count, 1)), np.nan)
+    return Curve(x=grid, mean=mean, std=std)
+
+
+def final_score(run: Run) -> float:
+    """MuJoCo: ``episode_return`` of the last metrics line (the mean of the last 100 episodes).
+    Text: the mean ``reward`` of the last ``TEXT_FINAL_ITERATIONS`` iterations. NaN if there is none."""
+    if run.kind == "text":
+        rewards = [r["reward"] for r in run.records[-TEXT_FINAL_ITERATIONS:] if isinstance(r.get("reward"), (int, float))]
+        return float(np.mean(rewards)) if rewards else math.nan
+    value = run.records[-1].get("episode_return") if run.records else None
+    return float(value) if isinstance(value, (int, float)) else math.nan
+
+
+def score_groups(groups: Mapping[tuple[str, str], Sequence[Run]]) -> list[GroupScore]:
+    """The final score of every run, per group."""
+    scores = []
+    for (env, objective), runs in groups.items():
+        check_one_environment(runs)
+        scores.append(
+            GroupScore(
+                env=env,
+                kind=runs[0].kind,
+                objective=objective,
+                seeds=tuple(run.seed for run in runs),
+                scores=tuple(final_score(run) for run in runs),
+                final_steps=tuple(run.records[-1]["global_step"] if run.records else 0 for run in runs),
+                finished=tuple(run.finished for run in runs),
+            )
+        )
+    return scores
+
+
+def normalized_scores(scores: Sequence[GroupScore], random_returns: Mapping[str, float]) -> dict[tuple[str, str], float]:
+    """The PPO paper's normalised score (Table 1) of each (environment, objective) whose environment has a
+    random-policy return: ``(mean final return - random) / (best objective's mean - random)``, so the
+    random policy scores 0 and the best objective of the environment 1. NaN if best equals random."""
+    normalized = {}
+    for env in sorted({s.env for s in scores if s.env in random_returns}):
+        means = {s.objective: s.mean for s in scores if s.env == env and math.isfinite(s.mean)}
+        if not means:
+            continue
+        random, best = random_returns[env], max(means.values())
+        for objective, mean in means.items():
+            normalized[(env, objective)] = (mean - random) / (best - random) if best != random else math.nan
+    return normalized
+
+
+def average_normalized(normalized: Mapping[tuple[str, str], float]) -> dict[str, float]:
+    """Each objective's normalised score averaged over the environments it ran on (the paper's last column).
+    With the same seeds in every cell this equals the paper's average over all runs."""
+    per_objective: dict[str, list[float]] = {}
+    for (_, objective), value in normalized.items():
+        per_objective.setdefault(objective, []).append(value)
+    return {objective: float(np.mean(values)) for objective, values in per_objective.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# Random-policy baselines
+
+
+def random_policy_return(env_id: str, episodes: int, seed: int = RANDOM_BASELINE_SEED) -> float:
+    """Mean undiscounted return of ``episodes`` episodes of uniform random actions (``action_space.sample()``),
+    episode i reset with ``seed + i`` and the action space seeded with ``seed``."""
+    import gymnasium as gym
+
+    env = gym.make(env_id)
+    env.action_space.seed(seed)
+    returns = []
+    try:
+        for episode in range(episodes):
+            env.reset(seed=seed + episode)
+            total, done = 0.0, False
+            while not done:
+                _, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+                total += float(reward)
+                done = terminated or truncated
+            returns.append(total)
+    finally:
+        env.close()
+    return float(np.mean(returns))
+
+
+def random_baselines(env_ids: Sequence[str], out: Path, episodes: int) -> dict[str, float]:
+    """The random-policy return of each MuJoCo env: read from ``out/random_baselines.json`` when it was
+    measured with the same episodes and seed, else measured now and added to that file."""
+    if episodes < 1:
+        raise ReportError(f"--random-episodes must be a positive integer, got {episodes}")
+    path = out / RANDOM_BASELINES_FILE
+    try:
+        cache = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except json.JSONDecodeError:
+        cache = {}  # a damaged cache is measured again
+    for env_id in env_ids:
+        entry = cache.get(env_id, {})
+        if entry.get("episodes") != episodes or entry.get("seed") != RANDOM_BASELINE_SEED:
+            cache[env_id] = {"mean_return": random_policy_return(env_id, episodes), "episodes": episodes, "seed": RANDOM_BASELINE_SEED,
+                             "policy": "uniform random actions (action_space.sample())"}
+    path.write_text(json.dumps(cache, indent=2) + "\n", encoding="utf-8")
+    return {env_id: cache[env_id]["mean_return"] for env_id in env_ids}
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures
+
+
+def file_slug(env: str) -> str:
+    """A file-name-safe form of an environment name: ``text:sentiment`` -> ``text-sentiment``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", env)
+
+
+def objective_colors(labels: Sequence[str]) -> dict[str, tuple]:
+    """One colour per objective label, the same in every figure."""
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if len(labels) <= 10 else "tab20"]
+    return {label: cmap(i % cmap.N) for i, label in enumerate(labels)}
+
+
+def new_figure(panels: int, columns: int | None = None) -> tuple[Figure, list]:
+    """A figure of ``panels`` axes of PANEL_FIGSIZE each, ``columns`` per row (default all in one row)."""
+    columns = min(columns or panels, panels)
+    rows = math.ceil(panels / columns)
+    figure = Figure(figsize=(PANEL_FIGSIZE[0] * columns, PANEL_FIGSIZE[1] * rows), dpi=FIGURE_DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(rows, columns, squeeze=False).ravel().tolist()
+    for unused in axes[panels:]:
+        unused.set_visible(False)
+    return figure, axes[:panels]
+
+
+def plot_curve(axes, curve: Curve | None, label: str, color, linestyle: str = "-") -> None:
+    """The mean as a line (a dot for a single point) with a shaded +-1 std band."""
+    if curve is None:
+        return
+    axes.plot(curve.x, curve.mean, linestyle, color=color, label=label, marker="o" if len(curve.x) == 1 else None)
+    axes.fill_between(curve.x, curve.mean - curve.std, curve.mean + curve.std, color=color, alpha=0.2, linewidth=0)
+
+
+def score_key(kind: str) -> str:
+    """The metric a learning curve shows: ``episode_return`` (MuJoCo) or ``reward`` (text)."""
+    return "reward" if kind == "text" else "episode_return"
+
+
+def draw_learning_curves(axes, env: str, env_groups: Mapping[str, Sequence[Run]], colors: Mapping[str, tuple]) -> None:
+    """One environment's learning curves, one line per objective, on ``axes``."""
+    kind = next(iter(env_groups.values()))[0].kind
+    for objective, runs in env_groups.items():
+        plot_curve(axes, mean_curve(runs, score_key(kind)), f"{objective} ({len(runs)} seeds)", colors[objective])
+    axes.set_title(env)
+    axes.set_xlabel("generated tokens" if kind == "text" else "environment steps")
+    axes.set_ylabel(f"{score_key(kind)} (mean ± std over seeds)" if kind == "text" else "episode_return, last 100 (mean ± std)")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize="small")
+
+
+def save_figure(figure: Figure, path: Path) -> str:
+    """Write the PNG and return its file name (for links)."""
+    figure.savefig(path, dpi=FIGURE_DPI)
+    return path.name
+
+
+def learning_curve_figure(env: str, env_groups: Mapping[str, Sequence[Run]], colors: Mapping[str, tuple], out: Path) -> str:
+    """``learning_curves_<env>.png``: CURVE_FIGSIZE."""
+    figure = Figure(figsize=CURVE_FIGSIZE, dpi=FIGURE_DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    draw_learning_curves(figure.add_subplot(), env, env_groups, colors)
+    return save_figure(figure, out / f"learning_curves_{file_slug(env)}.png")
+
+
+def combined_learning_curves_figure(by_env: Mapping[str, Mapping[str, Sequence[Run]]], colors: Mapping[str, tuple], out: Path) -> str:
+    """``learning_curves.png``: every environment's learning curves, COMBINED_COLUMNS panels per row."""
+    figure, axes = new_figure(len(by_env), COMBINED_COLUMNS)
+    for panel, (env, env_groups) in zip(axes, by_env.items()):
+        draw_learning_curves(panel, env, env_groups, colors)
+    return save_figure(figure, out / "learning_curves.png")
+
+
+def diagnostics_figure(env: str, env_groups: Mapping[str, Sequence[Run]], colors: Mapping[str, tuple], out: Path) -> str:
+    """``diagnostics_<env>.png``: beta of the KL-penalty objectives (when there are any), the KL of each update
+    to the old policy (``kl_after_update``) and the clip fraction, over environment steps."""
+    penalised = {o: runs for o, runs in env_groups.items() if o.startswith(PENALTY_LABELS)}
+    kind = next(iter(env_groups.values()))[0].kind
+    panels = ([("beta", "beta (KL penalty coefficient)", penalised)] if penalised else []) + [
+        ("kl_after_update", "KL(old policy ‖ new) after each update", env_groups),
+        ("clip_fraction", "clip fraction", env_groups),
+    ]
+    figure, axes = new_figure(len(panels))
+    for panel, (key, title, groups) in zip(axes, panels):
+        for objective, runs in groups.items():
+            plot_curve(panel, mean_curve(runs, key), objective, colors[objective])
+        if key in ("beta", "kl_after_update") and all(np.all(run_series(r, key)[1] > 0) for runs in groups.values() for r in runs):
+            panel.set_yscale("log")
+        panel.set_title(f"{env}: {title}", fontsize="medium")
+        panel.set_xlabel("generated tokens" if kind == "text" else "environment steps")
+        panel.grid(alpha=0.3)
+        panel.legend(fontsize="small")
+    return save_figure(figure, out / f"diagnostics_{file_slug(env)}.png")
+
+
+def has_gold_and_learned(runs: Sequence[Run]) -> bool:
+    """Whether the runs log both the learned reward and the gold lexicon score (the sentiment task does)."""
+    return any("task_gold_lexicon" in r and "task_learned_reward" in r for run in runs for r in run.records)
+
+
+def text_figure(env: str, env_groups: Mapping[str, Sequence[Run]], colors: Mapping[str, tuple], out: Path) -> str:
+    """``text_<env>.png``: reward against reference KL (each objective's seed-mean path, the run's start to
+    its end), response length over time, and gold-vs-learned reward over time when the task logs both."""
+    gold = has_gold_and_learned([run for runs in env_groups.values() for run in runs])
+    figure, axes = new_figure(3 if gold else 2)
+    frontier, length = axes[0], axes[1]
+    for objective, runs in env_groups.items():
+        color = colors[objective]
+        reward, ref_kl = mean_curve(runs, "reward"), mean_curve(runs, "ref_kl")
+        if reward is not None and ref_kl is not None and np.array_equal(reward.x, ref_kl.x):
+            frontier.plot(ref_kl.mean, reward.mean, "-", color=color, label=objective, alpha=0.8)
+            frontier.plot(ref_kl.mean[-1:], reward.mean[-1:], "o", color=color)
+        plot_curve(length, mean_curve(runs, "response_length"), objective, color)
+        if gold:
+            plot_curve(axes[2], mean_curve(runs, "task_learned_reward"), f"{objective} learned", color)
+            plot_curve(axes[2], mean_curve(runs, "task_gold_lexicon"), f"{objective} gold", color, linestyle="--")
+    frontier.set(title=f"{env}: reward vs reference KL (dot = end)", xlabel="ref_kl (nats per completion)", ylabel="reward")
+    length.set(title=f"{env}: response length", xlabel="generated tokens", ylabel="response_length (tokens)")
+    if gold:
+        axes[2].set(title=f"{env}: learned (solid) vs gold (dashed)", xlabel="generated tokens", ylabel="task score")
+    for panel in axes:
+        panel.grid(alpha=0.3)
+        panel.legend(fontsize="small")
+    return save_figure(figure, out / f"text_{file_slug(env)}.png")
+
+
+# ---------------------------------------------------------------------------------------------
+# Sample completions
+
+
+def last_samples(run: Run) -> tuple[int, list[dict]] | None:
+    """(iteration, rows) of the last line of the run's samples.jsonl, or None."""
+    lines = read_jsonl(run.path / SAMPLES_FILE)
+    return (lines[-1]["iteration"], lines[-1]["samples"]) if lines else None
+
+
+def compare_samples(env_groups: Mapping[str, Sequence[Run]]) -> SampleComparison | None:
+    """Each objective's last-iteration samples (its lowest seed that has any), lined up by prompt when some
+    prompts are shared by every objective, else side by side in the order they were logged."""
+    picked = {}
+    for objective, runs in env_groups.items():
+        found = next(((run, samples) for run in runs if (samples := last_samples(run)) is not None), None)
+        if found is not None:
+            run, (iteration, rows) = found
+            picked[f"{objective} (seed {run.seed}, iteration {iteration})"] = rows
+    if not picked:
+        return None
+    by_prompt = [{row["prompt"]: row for row in rows} for rows in picked.values()]
+    shared = [p for p in by_prompt[0] if all(p in rows for rows in by_prompt[1:])]
+    as_cell = lambda row: (row["prompt"], row["completion"], float(row["score"])) if row else ("", "", math.nan)  # noqa: E731
+    if shared and len(picked) > 1:
+        rows = tuple((prompt, tuple(as_cell(rows[prompt]) for rows in by_prompt)) for prompt in shared)
+        return SampleComparison(aligned=True, objectives=tuple(picked), rows=rows)
+    longest = max(len(rows) for rows in picked.values())
+    rows = tuple(("", tuple(as_cell(rows[i] if i < len(rows) else None) for rows in picked.values())) for i in range(longest))
+    return SampleComparison(aligned=False, objectives=tuple(picked), rows=rows)
+
+
+def samples_note(comparison: SampleComparison) -> str:
+    """One sentence saying how the sample table is laid out."""
+    if comparison.aligned:
+        return "Lined up by prompt: every row is a prompt that each objective's last logged iteration sampled."
+    if len(comparison.objectives) == 1:
+        return "One objective: its last logged samples."
+    return ("Prompts differ between the runs (they are sampled per iteration), so each objective's last logged samples are shown "
+            "side by side: row i is the i-th sample of each.")
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables
+
+
+def format_number(value: float, like: float | None = None) -> str:
+    """One decimal for numbers of 100 or more (returns), three below (rewards, KL); ``like`` picks the precision
+    instead (so a std reads like its mean); 'n/a' for NaN."""
+    if not math.isfinite(value):
+        return "n/a"
+    scale = abs(like) if like is not None and math.isfinite(like) else abs(value)
+    return f"{value:,.1f}" if scale >= 100 else f"{value:.3f}"
+
+
+def score_measure(kind: str) -> str:
+    """What a final score is, in words."""
+    return f"mean reward, last {TEXT_FINAL_ITERATIONS} iterations" if kind == "text" else "episode_return, last 100 episodes"
+
+
+def final_scores_table(scores: Sequence[GroupScore], normalized: Mapping[tuple[str, str], float]) -> tuple[list[str], list[list[str]]]:
+    """The final-score table, one row per (environment, objective): header and rows of text cells."""
+    header = ["env", "objective", "seeds", "finished", "final step", "final score (mean ± std over seeds)", "per seed", "normalised score", "measure"]
+    rows = []
+    for s in scores:
+        steps = f"{min(s.final_steps):,}" if min(s.final_steps) == max(s.final_steps) else f"{min(s.final_steps):,}–{max(s.final_steps):,}"
+        normal = normalized.get((s.env, s.objective), math.nan)
+        rows.append([s.env, s.objective, str(len(s.seeds)), f"{sum(s.finished)}/{len(s.finished)}", steps,
+                     f"{format_number(s.mean)} ± {format_number(s.std, like=s.mean)}", ", ".join(format_number(v, like=s.mean) for v in s.scores),
+                     "" if math.isnan(normal) else f"{normal:.2f}", score_measure(s.kind)])
+    return header, rows
+
+
+def normalized_table(normalized: Mapping[tuple[str, str], float], objectives: Sequence[str]) -> tuple[list[str], list[list[str]]]:
+    """Table 1 layout: header [objective, env..., average] and one row per objective ('' where it did not run)."""
+    envs = sorted({env for env, _ in normalized})
+    averages = average_normalized(normalized)
+    header = ["objective", *envs, "average"]
+    rows = []
+    for objective in (o for o in objectives if o in averages):
+        cells = [normalized.get((env, objective)) for env in envs]
+        rows.append([objective, *("" if v is None else f"{v:.2f}" for v in cells), f"{averages[objective]:.2f}"])
+    return header, rows
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A markdown table."""
+    return "\n".join([f"| {' | '.join(header)} |", f"|{'---|' * len(header)}", *(f"| {' | '.join(row)} |" for row in rows)])
+
+
+def write_final_scores_csv(path: Path, scores: Sequence[GroupScore], normalized: Mapping, random_returns: Mapping[str, float]) -> None:
+    """``final_scores.csv``: one row per (environment, objective) with full-precision numbers."""
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["env", "kind", "objective", "measure", "seeds", "final_steps", "mean", "std", "per_seed", "random_return", "normalized_score"])
+        for s in scores:
+            writer.writerow([s.env, s.kind, s.objective, score_measure(s.kind), " ".join(map(str, s.seeds)), " ".join(map(str, s.final_steps)),
+                             repr(s.mean), repr(s.std), " ".join(repr(v) for v in s.scores),
+                             repr(random_returns[s.env]) if s.env in random_returns else "", repr(normalized[(s.env, s.objective)]) if (s.env, s.objective) in normalized else ""])
+
+
+def write_normalized_csv(path: Path, normalized: Mapping[tuple[str, str], float], objectives: Sequence[str]) -> None:
+    """``normalized_scores.csv``: the Table 1 layout with full-precision numbers."""
+    envs = sorted({env for env, _ in normalized})
+    averages = average_normalized(normalized)
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["objective", *envs, "average"])
+        for objective in (o for o in objectives if o in averages):
+            writer.writerow([objective, *(repr(normalized[(env, objective)]) if (env, objective) in normalized else "" for env in envs), repr(averages[objective])])
+
+
+# ---------------------------------------------------------------------------------------------
+# The report
+
+
+NORMALIZED_SCORE_NOTE = (
+    "Normalised score as in the PPO paper's Table 1: for each MuJoCo environment, score(objective) = "
+    "(mean final return over seeds − random policy's return) / (best objective's mean − random policy's return), "
+    "so the random policy scores 0 and the best objective of this report 1; the average column averages over the "
+    "environments an objective ran on. The random policy's return is measured (uniform random actions) and cached in "
+    f"{RANDOM_BASELINES_FILE}. Text environments are not normalised: their final scores are in the table above only. "
+    "For reference, the paper's Table 1 (7 MuJoCo v1 tasks, 1M steps, 3 seeds, best of its 11 settings = 1): no clipping −0.39; "
+    "clip 0.1 / 0.2 / 0.3: 0.76 / 0.82 / 0.70; adaptive KL 0.003 / 0.01 / 0.03: 0.68 / 0.74 / 0.71; "
+    "fixed KL 0.3 / 1 / 3 / 10: 0.62 / 0.71 / 0.72 / 0.69."
+)
+
+
+@dataclass(frozen=True)
+class ReportContent:
+    """Everything a report shows, computed once and rendered as markdown and HTML."""
+
+    runs: tuple[Run, ...]
+    """Every run reported, grouped order."""
+    scores: tuple[GroupScore, ...]
+    """Final scores per (environment, objective)."""
+    normalized: dict[tuple[str, str], float]
+    """(env, objective) -> normalised score, MuJoCo environments only."""
+    random_returns: dict[str, float]
+    """MuJoCo env -> random-policy return."""
+    objectives: tuple[str, ...]
+    """Objective labels in the paper's order."""
+    figures: dict[str, list[str]]
+    """Section title -> PNG file names in the report folder."""
+    samples: dict[str, SampleComparison]
+    """Text env -> its sample completions side by side."""
+
+
+def sample_rows_markdown(comparison: SampleComparison) -> str:
+    """The sample comparison as a markdown table."""
+    clean = lambda text: str(text).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    header = (["prompt"] if comparison.aligned else []) + list(comparison.objectives)
+    rows = []
+    for prompt, cells in comparison.rows:
+        shown = [f"{clean(c)} (score {format_number(s)})" if comparison.aligned else f"**{clean(p)}** {clean(c)} (score {format_number(s)})"
+                 for p, c, s in cells]
+        rows.append(([clean(prompt)] if comparison.aligned else []) + shown)
+    return markdown_table(header, rows)
+
+
+def report_markdown(content: ReportContent) -> str:
+    """``report.md``: tables, figure links and samples."""
+    parts = ["# PPO comparison report", "", f"{len(content.runs)} runs in {len(content.scores)} groups (environment × objective).", "",
+             "## Final scores", "", markdown_table(*final_scores_table(content.scores, content.normalized)), ""]
+    if content.normalized:
+        header, rows = normalized_table(content.normalized, content.objectives)
+        randoms = ", ".join(f"{env} {format_number(value)}" for env, value in sorted(content.random_returns.items()))
+        parts += ["## Normalised score (PPO paper, Table 1)", "", markdown_table(header, rows), "", NORMALIZED_SCORE_NOTE, "",
+                  f"Random-policy returns: {randoms}.", ""]
+    for title, files in content.figures.items():
+        parts += [f"## {title}", "", *(f"![{name}]({name})" for name in files), ""]
+    for env, comparison in content.samples.items():
+        parts += [f"## Sample completions: {env}", "", samples_note(comparison), "", sample_rows_markdown(comparison), ""]
+    return "\n".join(parts)
+
+
+def html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """An HTML table of escaped text cells."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def report_html(content: ReportContent) -> str:
+    """``index.html``: one offline page; images are relative links to PNGs in the same folder."""
+    parts = ["<h1>PPO comparison report</h1>",
+             f"<p>{len(content.runs)} runs in {len(content.scores)} groups (environment × objective). "
+             "Tables: <a href='final_scores.csv'>final_scores.csv</a>"
+             + (", <a href='normalized_scores.csv'>normalized_scores.csv</a>" if content.normalized else "")
+             + ", <a href='report.md'>report.md</a>.</p>",
+             "<h2>Final scores</h2>", html_table(*final_scores_table(content.scores, content.normalized))]
+    if content.normalized:
+        randoms = ", ".join(f"{env} {format_number(value)}" for env, value in sorted(content.random_returns.items()))
+        parts += ["<h2>Normalised score (PPO paper, Table 1)</h2>", html_table(*normalized_table(content.normalized, content.objectives)),
+                  f"<p>{html.escape(NORMALIZED_SCORE_NOTE)}</p>", f"<p>Random-policy returns: {html.escape(randoms)}.</p>"]
+    for title, files in content.figures.items():
+        parts += [f"<h2>{html.escape(title)}</h2>", *(f"<p><img src='{html.escape(name)}' alt='{html.escape(name)}'></p>" for name in files)]
+    for env, comparison in content.samples.items():
+        header = (["prompt"] if comparison.aligned else []) + list(comparison.objectives)
+        rows = [([prompt] if comparison.aligned else []) + [(c if comparison.aligned else f"[{p}] {c}") + f"  (score {format_number(s)})" for p, c, s in cells]
+                for prompt, cells in comparison.rows]
+        parts += [f"<h2>Sample completions: {html.escape(env)}</h2>", f"<p>{html.escape(samples_note(comparison))}</p>", html_table(header, rows)]
+    parts += ["<h2>Runs</h2>", html_table(["env", "objective", "seed", "last step", "finished", "folder"],
+                                         [[r.env, r.objective, r.seed, f"{r.records[-1]['global_step']:,}", "yes" if r.finished else "no", str(r.path)]
+                                          for r in content.runs])]
+    style = ("body{font-family:sans-serif;max-width:1400px;margin:1em auto;padding:0 1em}table{border-collapse:collapse;margin:1em 0}"
+             "td,th{border:1px solid #ccc;padding:3px 8px;vertical-align:top}th{background:#f3f3f3}img{max-width:100%}")
+    return f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>PPO comparison report</title><style>{style}</style></head>\n<body>\n" + "\n".join(parts) + "\n</body></html>\n"
+
+
+def write_report(run_dirs: Sequence[Path], out: Path, random_episodes: int = 10, random_returns: Mapping[str, float] | None = None) -> Path:
+    """Write the report of ``run_dirs`` into ``out`` and return ``out/index.html``. ``random_returns``
+    (MuJoCo env -> return) replaces measuring the random-policy baselines."""
+    runs = sorted((run for run in map(load_run, run_dirs) if run.records), key=lambda r: (r.env, r.objective_order, r.objective, r.seed))
+    if not runs:
+        raise ReportError(f"none of the {len(run_dirs)} runs has a metrics line yet; nothing to report")
+    out.mkdir(parents=True, exist_ok=True)
+    groups = group_runs(runs)
+    objectives = tuple(dict.fromkeys(run.objective for run in sorted(runs, key=lambda r: (r.objective_order, r.objective))))
+    colors = objective_colors(objectives)
+    by_env: dict[str, dict[str, list[Run]]] = {}
+    for (env, objective), members in groups.items():
+        by_env.setdefault(env, {})[objective] = members
+
+    scores = score_groups(groups)
+    mujoco_envs = [env for env, env_groups in by_env.items() if next(iter(env_groups.values()))[0].kind != "text"]
+    if random_returns is None:
+        random_returns = random_baselines(mujoco_envs, out, random_episodes) if mujoco_envs else {}
+    normalized = normalized_scores(scores, {env: random_returns[env] for env in mujoco_envs if env in random_returns})
+
+    figures = {"Learning curves (mean ± 1 std over seeds)": [combined_learning_curves_figure(by_env, colors, out)]
+               + [learning_curve_figure(env, env_groups, colors, out) for env, env_groups in by_env.items()],
+               "KL to the old policy, clip fraction and beta": [diagnostics_figure(env, env_groups, colors, out) for env, env_groups in by_env.items()]}
+    text_envs = {env: env_groups for env, env_groups in by_env.items() if env not in mujoco_envs}
+    if text_envs:
+        figures["Text: reward vs reference KL, response length, gold vs learned reward"] = [text_figure(env, g, colors, out) for env, g in text_envs.items()]
+    samples = {env: comparison for env, g in text_envs.items() if (comparison := compare_samples(g)) is not None}
+
+    content = ReportContent(tuple(runs), tuple(scores), normalized, dict(random_returns), objectives, figures, samples)
+    write_final_scores_csv(out / "final_scores.csv", scores, normalized, random_returns)
+    if normalized:
+        write_normalized_csv(out / "normalized_scores.csv", normalized, objectives)
+    (out / "report.md").write_text(report_markdown(content), encoding="utf-8")
+    (out / "index.html").write_text(report_html(content), encoding="utf-8")
+    return out / "index.html"
+
+
+def default_report_dir(paths: Sequence[Path]) -> Path:
+    """``<path>/report`` for one path, ``<the deepest folder holding every path>/report`` for several."""
+    return Path(os.path.commonpath([Path(p).resolve() for p in paths])) / "report" if len(paths) > 1 else Path(paths[0]) / "report"
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    """Write a report (curves, diagnostics, final-score tables, normalised score, HTML) over run folders (ppo report)."""
+
+    runs: tyro.conf.Positional[tuple[Path, ...]] = ()
+    """Run folders, or folders that contain runs (searched recursively), e.g. runs/compare."""
+    out: Path | None = None
+    """Report folder; default <the folder given>/report (several paths: <their common parent>/report)."""
+    random_episodes: int = 10
+    """Episodes of uniform random actions that measure each MuJoCo env's random-policy return (cached in the report folder)."""
+
+
+def report_cli(config: ReportConfig) -> None:
+    """``ppo report``: find the runs, write the report, say where it is."""
+    run_dirs = find_runs(config.runs)
+    index = write_report(run_dirs, config.out or default_report_dir(config.runs), config.random_episodes)
+    print(f"report of {len(run_dirs)} runs written to {index}")

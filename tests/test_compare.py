@@ -1,0 +1,432 @@
+"""``ppo compare`` and ``ppo report``: grid expansion, presets, resume, failures, report numbers and files, bad input."""
+
+import csv
+import json
+import re
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import matplotlib.image
+import numpy as np
+import pytest
+
+from agents import cli
+from agents.compare import (
+    PRESETS,
+    CompareConfig,
+    GridError,
+    cell_config,
+    compare_cli,
+    expand_grid,
+    plan_cell,
+    resolve_presets,
+    run_grid,
+)
+from agents.config import (
+    TEXT_PPO_DEFAULTS,
+    AdaptiveKL,
+    ArithmeticTaskConfig,
+    Clip,
+    FixedKL,
+    MujocoEnvConfig,
+    NoClip,
+    PPOConfig,
+    RunConfig,
+    SentimentTaskConfig,
+    TextEnvConfig,
+    TextTrainConfig,
+    TrainConfig,
+    config_to_dict,
+)
+from agents.report import (
+    CURVE_FIGSIZE,
+    FIGURE_DPI,
+    PANEL_FIGSIZE,
+    MixedEnvironmentsError,
+    ReportError,
+    find_runs,
+    load_run,
+    mean_curve,
+    objective_label,
+    random_policy_return,
+    write_report,
+)
+from agents.train import train
+from tests.conftest import run_ppo
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+TINY_MUJOCO = dict(total_steps=256, num_steps=128, minibatch_size=32, epochs=1, compile=False)
+
+
+def tiny_grid(tmp_path: Path, **overrides) -> CompareConfig:
+    """A grid of tiny InvertedPendulum cells under tmp_path/runs/grid, no report."""
+    settings = dict(envs=("InvertedPendulum-v5",), objectives=("clip",), seeds=(1,), runs_dir=tmp_path / "runs", name="grid", report=False, **TINY_MUJOCO)
+    return CompareConfig(**{**settings, **overrides})
+
+
+class RecordingRunner:
+    """Stands in for the subprocess: records each command and the state of the run folder it found, returns a fixed status."""
+
+    def __init__(self, status_of=lambda command: 0):
+        self.commands, self.status_of = [], status_of
+
+    def __call__(self, command, log_path):
+        self.commands.append(tuple(command))
+        return self.status_of(command)
+
+
+# ---------------------------------------------------------------------------------------------
+# Presets and grid expansion
+
+
+def test_presets_are_the_papers_eleven_settings_and_map_to_train_options():
+    assert list(PRESETS) == ["clip-0.1", "clip-0.2", "clip-0.3", "adaptive-kl-0.003", "adaptive-kl-0.01", "adaptive-kl-0.03",
+                             "fixed-kl-0.3", "fixed-kl-1", "fixed-kl-3", "fixed-kl-10", "no-clip"]
+    assert PRESETS["clip-0.1"].objective_args == ("clip", "--clip-coef", "0.1")
+    assert PRESETS["adaptive-kl-0.003"].objective_args == ("penalty", "--kl-target", "0.003")
+    assert PRESETS["fixed-kl-0.3"].objective_args == ("fixed-kl", "--beta", "0.3")
+    assert PRESETS["fixed-kl-10"].objective_args == ("fixed-kl", "--beta", "10")
+    assert PRESETS["no-clip"].objective_args == ("no-clip",)
+    assert [p.name for p in resolve_presets(["clip", "clip-0.2", "penalty", "fixed-kl"])] == ["clip-0.2", "adaptive-kl-0.01", "fixed-kl-3"]
+    assert [p.name for p in resolve_presets(["paper"])] == list(PRESETS)
+
+
+def test_grid_expands_objectives_x_environments_x_seeds_in_order(tmp_path):
+    config = tiny_grid(tmp_path, envs=("InvertedPendulum-v5", "text:arithmetic"), objectives=("clip", "no-clip"), seeds=(1, 2))
+    names = [cell.name for cell in expand_grid(config)]
+    assert names == [
+        "InvertedPendulum-v5__clip-0.2__s1", "InvertedPendulum-v5__clip-0.2__s2", "text-arithmetic__clip-0.2__s1", "text-arithmetic__clip-0.2__s2",
+        "InvertedPendulum-v5__no-clip__s1", "InvertedPendulum-v5__no-clip__s2", "text-arithmetic__no-clip__s1", "text-arithmetic__no-clip__s2",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_each_cell_command_parses_to_its_preset_objective_and_options(tmp_path, name):
+    config = tiny_grid(tmp_path, objectives=(name,), seeds=(7,), jobs=2)
+    cell = expand_grid(config)[0]
+    parsed = cell_config(cell, config, tmp_path / "runs" / "grid")
+    assert parsed.objective == PRESETS[name].objective
+    assert (parsed.env.env_id, parsed.run.seed, parsed.run.torch_threads, parsed.run.compile) == ("InvertedPendulum-v5", 7, 1, False)
+    assert (parsed.ppo.total_steps, parsed.ppo.num_steps, parsed.ppo.minibatch_size, parsed.ppo.epochs) == (256, 128, 32, 1)
+    assert objective_label(config_to_dict(parsed)["objective"]) == name  # so ppo report groups the cell under the preset's name
+
+
+def test_text_cells_run_ppo_train_text_with_the_model_and_task(tmp_path):
+    config = tiny_grid(tmp_path, envs=("text:arithmetic",), objectives=("penalty",), total_steps=1000, text_total_steps=64, model="tiny")
+    cell = expand_grid(config)[0]
+    parsed = cell_config(cell, config, tmp_path / "runs" / "grid")
+    assert isinstance(parsed, TextTrainConfig) and isinstance(parsed.text.task, ArithmeticTaskConfig)
+    assert (parsed.text.model, parsed.ppo.total_steps, parsed.objective) == ("tiny", 64, AdaptiveKL(kl_target=0.01))
+    assert parsed.ppo.epochs == TEXT_PPO_DEFAULTS.epochs  # MuJoCo-only options leave text's defaults alone
+    command = plan_cell(cell, config, tmp_path / "runs" / "grid").command
+    assert command[:5] == (sys.executable, "-m", "agents.cli", "train", "text")
+
+
+def test_runs_of_ppo_train_and_ppo_compare_get_the_same_labels():
+    for objective, label in [(Clip(clip_coef=0.3), "clip-0.3"), (AdaptiveKL(kl_target=0.03), "adaptive-kl-0.03"), (FixedKL(beta=1.0), "fixed-kl-1"), (NoClip(), "no-clip")]:
+        assert objective_label(config_to_dict(TrainConfig(objective=objective))["objective"]) == label
+        assert label in PRESETS
+
+
+# ---------------------------------------------------------------------------------------------
+# Resume, skip, failures
+
+
+def test_a_finished_cell_is_not_run_again(tmp_path):
+    config = tiny_grid(tmp_path)
+    grid_dir = tmp_path / "runs" / "grid"
+    cell = expand_grid(config)[0]
+    run_dir = train(cell_config(cell, config, grid_dir))  # exactly the run the cell's subprocess would write
+    metrics_mtime = (run_dir / "metrics.jsonl").stat().st_mtime_ns
+    runner = RecordingRunner()
+    result = run_grid(config, runner)
+    assert runner.commands == [] and [p.action for p in result.plans] == ["skip"]
+    assert (run_dir / "metrics.jsonl").stat().st_mtime_ns == metrics_mtime
+
+
+def fake_run(run_dir: Path, config, steps: list[int], checkpoint: bool) -> None:
+    """A run folder as ppo train leaves it: config.json, metrics lines at ``steps``, optionally a checkpoint."""
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text(json.dumps(config_to_dict(config)))
+    lines = [{"iteration": i + 1, "global_step": step, "episode_return": 1.0} for i, step in enumerate(steps)]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    if checkpoint:
+        (run_dir / "checkpoints").mkdir()
+        (run_dir / "checkpoints" / "latest.pt").write_bytes(b"checkpoint")
+
+
+def test_an_interrupted_cell_is_resumed_from_its_checkpoint_and_a_checkpointless_one_restarts(tmp_path):
+    config = tiny_grid(tmp_path, seeds=(1, 2))
+    grid_dir = tmp_path / "runs" / "grid"
+    interrupted, unsaved = expand_grid(config)
+    fake_run(grid_dir / interrupted.name, cell_config(interrupted, config, grid_dir), [128], checkpoint=True)
+    fake_run(grid_dir / unsaved.name, cell_config(unsaved, config, grid_dir), [128], checkpoint=False)
+    folder_existed = []
+    runner = RecordingRunner(lambda command: folder_existed.append((grid_dir / unsaved.name).exists()) or 0)
+    result = run_grid(config, runner)
+    assert [p.action for p in result.plans] == ["resume", "start"]
+    assert runner.commands[0] == (sys.executable, "-m", "agents.cli", "train", "--resume", str(grid_dir / interrupted.name), "--no-progress")
+    assert "--resume" not in runner.commands[1] and runner.commands[1][-3:] == ("clip", "--clip-coef", "0.2")
+    assert folder_existed[1] is False  # the stale folder was cleared, so ppo train does not append to its metrics
+
+
+def test_a_cell_made_with_another_budget_is_refused_not_mixed(tmp_path):
+    config = tiny_grid(tmp_path)
+    grid_dir = tmp_path / "runs" / "grid"
+    cell = expand_grid(config)[0]
+    fake_run(grid_dir / cell.name, cell_config(cell, replace(config, total_steps=512), grid_dir), [128], checkpoint=True)
+    with pytest.raises(GridError, match=r"ppo.total_steps: 512 \(on disk\) vs 256 \(asked\)"):
+        run_grid(config, RecordingRunner())
+
+
+def test_a_failing_cell_is_reported_the_others_run_and_the_exit_status_is_1(tmp_path, monkeypatch, capsys):
+    config = tiny_grid(tmp_path, objectives=("clip", "no-clip"), seeds=(1, 2))
+    runner = RecordingRunner(lambda command: 1 if "no-clip" in command and command[command.index("--seed") + 1] == "1" else 0)
+    monkeypatch.setattr("agents.compare.run_logged", runner)
+    assert compare_cli(config) == 1
+    assert len(runner.commands) == 4
+    failures = capsys.readouterr().err.splitlines()
+    assert failures[0] == "1 of 4 cells failed (re-run the same command to retry them):"
+    assert failures[1].startswith("  InvertedPendulum-v5__no-clip__s1: ") and len(failures) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# The report over synthetic runs with known numbers
+
+
+def mujoco_config(env_id: str, objective, seed: int) -> dict:
+    return config_to_dict(TrainConfig(env=MujocoEnvConfig(env_id=env_id), objective=objective, ppo=PPOConfig(total_steps=10_000, num_steps=1000), run=RunConfig(seed=seed)))
+
+
+def text_config(objective, seed: int) -> dict:
+    return config_to_dict(TextTrainConfig(text=TextEnvConfig(model="tiny", task=SentimentTaskConfig()), objective=objective,
+                                          ppo=replace(TEXT_PPO_DEFAULTS, total_steps=700), run=RunConfig(seed=seed)))
+
+
+def write_run(run_dir: Path, config: dict, records: list[dict], samples: list[dict] | None = None) -> None:
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text(json.dumps(config))
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    if samples is not None:
+        (run_dir / "samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+
+
+def mujoco_records(final_return: float, beta: float = 0.0) -> list[dict]:
+    """Ten iterations of 1000 steps, the return rising linearly to ``final_return``."""
+    return [{"iteration": i, "global_step": 1000 * i, "episode_return": final_return * i / 10, "beta": beta,
+             "kl_after_update": 0.01 + 0.001 * i, "clip_fraction": 0.1} for i in range(1, 11)]
+
+
+def text_records(rewards: list[float]) -> list[dict]:
+    return [{"iteration": i + 1, "global_step": 100 * (i + 1), "reward": r, "ref_kl": 0.5 * i, "response_length": 20.0 + i,
+             "task_learned_reward": r, "task_gold_lexicon": r / 2, "beta": 1.0, "kl_after_update": 0.01, "clip_fraction": 0.05}
+            for i, r in enumerate(rewards)]
+
+
+FINAL_RETURNS = {  # env -> objective -> final returns of seeds 1, 2
+    "Hopper-v5": {Clip(): [100.0, 200.0], AdaptiveKL(): [150.0, 150.0], NoClip(): [10.0, 30.0]},
+    "Walker2d-v5": {Clip(): [50.0, 70.0], AdaptiveKL(): [70.0, 90.0], NoClip(): [90.0, 110.0]},
+}
+RANDOM_RETURNS = {"Hopper-v5": 0.0, "Walker2d-v5": 10.0}
+# By hand: Hopper means clip 150, adaptive-kl 150, no-clip 20 (best 150, random 0) -> 1, 1, 20/150.
+# Walker2d means clip 60, adaptive-kl 80, no-clip 100 (best 100, random 10) -> 50/90, 70/90, 1.
+EXPECTED_NORMALIZED = {
+    ("Hopper-v5", "clip-0.2"): 1.0, ("Hopper-v5", "adaptive-kl-0.01"): 1.0, ("Hopper-v5", "no-clip"): 20 / 150,
+    ("Walker2d-v5", "clip-0.2"): 50 / 90, ("Walker2d-v5", "adaptive-kl-0.01"): 70 / 90, ("Walker2d-v5", "no-clip"): 1.0,
+}  # fmt: skip
+EXPECTED_AVERAGE = {"clip-0.2": (1 + 50 / 90) / 2, "adaptive-kl-0.01": (1 + 70 / 90) / 2, "no-clip": (20 / 150 + 1) / 2}
+TEXT_REWARDS = {Clip(): {1: [9, 9, 1, 2, 3, 4, 5], 2: [9, 9, 3, 4, 5, 6, 7]}, AdaptiveKL(): {1: [0, 0, 0, 0, 0, 1, 1]}}
+# By hand: text final score = mean reward of the last 5 iterations: clip seeds 3 and 5 -> 4 ± 1; adaptive-kl 0.4 ± 0.
+
+
+@pytest.fixture
+def synthetic_runs(tmp_path):
+    """Two MuJoCo envs x three objectives x two seeds (one named like a plain ppo train run), plus text runs with samples."""
+    root = tmp_path / "runs"
+    for env_id, by_objective in FINAL_RETURNS.items():
+        for objective, finals in by_objective.items():
+            beta = 1.0 if isinstance(objective, AdaptiveKL) else 0.0
+            for seed, final in zip((1, 2), finals):
+                config = mujoco_config(env_id, objective, seed)
+                if seed == 1:  # named as ppo compare names a cell
+                    run_dir = root / "grid" / f"{env_id}__{objective_label(config['objective'])}__s{seed}"
+                else:  # named as ppo train names a run
+                    run_dir = root / f"{env_id}__{config['objective']['name']}__s{seed}__20250101-000000"
+                write_run(run_dir, config, mujoco_records(final, beta))
+    for objective, by_seed in TEXT_REWARDS.items():
+        for seed, rewards in by_seed.items():
+            prompts = ["The movie was", "I think"] if seed == 1 else ["Another prompt", "I think"]
+            samples = [{"iteration": i, "global_step": 100 * i, "samples": [{"prompt": p, "completion": f"{objective_label(text_config(objective, seed)['objective'])} says {i}", "score": float(i)} for p in prompts]}
+                       for i in (6, 7)]
+            write_run(root / "grid" / f"text-sentiment__{objective_label(text_config(objective, seed)['objective'])}__s{seed}", text_config(objective, seed), text_records(rewards), samples)
+    return root
+
+
+def read_csv(path: Path) -> list[dict]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def png_shape(path: Path) -> tuple[int, ...]:
+    assert path.read_bytes()[:8] == PNG_SIGNATURE
+    return matplotlib.image.imread(path).shape
+
+
+def test_report_tables_hold_hand_computed_means_stds_and_normalised_scores(synthetic_runs, tmp_path):
+    out = tmp_path / "report"
+    runs = find_runs([synthetic_runs])
+    assert len(runs) == 2 * 3 * 2 + 3
+    write_report(runs, out, random_returns=RANDOM_RETURNS)
+
+    rows = {(r["env"], r["objective"]): r for r in read_csv(out / "final_scores.csv")}
+    assert len(rows) == 2 * 3 + 2  # the ppo-train-named runs joined their compare-named siblings
+    for env_id, by_objective in FINAL_RETURNS.items():
+        for objective, finals in by_objective.items():
+            row = rows[(env_id, objective_label(mujoco_config(env_id, objective, 1)["objective"]))]
+            assert float(row["mean"]) == pytest.approx(np.mean(finals)) and float(row["std"]) == pytest.approx(np.std(finals))
+            assert row["seeds"] == "1 2" and float(row["random_return"]) == RANDOM_RETURNS[env_id]
+    for (env_id, label), expected in EXPECTED_NORMALIZED.items():
+        assert float(rows[(env_id, label)]["normalized_score"]) == pytest.approx(expected)
+    assert float(rows[("text:sentiment", "clip-0.2")]["mean"]) == pytest.approx(4.0)
+    assert float(rows[("text:sentiment", "clip-0.2")]["std"]) == pytest.approx(1.0)
+    assert float(rows[("text:sentiment", "adaptive-kl-0.01")]["mean"]) == pytest.approx(0.4)
+    assert rows[("text:sentiment", "clip-0.2")]["normalized_score"] == ""  # text is not normalised (documented)
+
+    table1 = {r["objective"]: r for r in read_csv(out / "normalized_scores.csv")}
+    assert list(table1) == ["clip-0.2", "adaptive-kl-0.01", "no-clip"]  # the paper's order
+    for label, expected in EXPECTED_AVERAGE.items():
+        assert float(table1[label]["average"]) == pytest.approx(expected)
+    markdown = (out / "report.md").read_text()
+    assert "| clip-0.2 | 1.00 | 0.56 | 0.78 |" in markdown and "| no-clip | 0.13 | 1.00 | 0.57 |" in markdown
+    assert "| Hopper-v5 | clip-0.2 | 2 | 2/2 | 10,000 | 150.0 ± 50.0 | 100.0, 200.0 | 1.00 |" in markdown
+
+
+def test_report_figures_are_valid_pngs_of_the_documented_size_and_the_html_links_only_existing_files(synthetic_runs, tmp_path):
+    out = tmp_path / "report"
+    index = write_report(find_runs([synthetic_runs]), out, random_returns=RANDOM_RETURNS)
+    pixels = lambda inches: (round(inches[1] * FIGURE_DPI), round(inches[0] * FIGURE_DPI))  # noqa: E731
+    panel_h, panel_w = pixels(PANEL_FIGSIZE)
+    assert png_shape(out / "learning_curves_Hopper-v5.png")[:2] == pixels(CURVE_FIGSIZE)
+    assert png_shape(out / "learning_curves_text-sentiment.png")[:2] == pixels(CURVE_FIGSIZE)
+    assert png_shape(out / "learning_curves.png")[:2] == (panel_h, 3 * panel_w)  # three environments side by side
+    assert png_shape(out / "diagnostics_Walker2d-v5.png")[:2] == (panel_h, 3 * panel_w)  # beta, KL, clip fraction
+    assert png_shape(out / "text_text-sentiment.png")[:2] == (panel_h, 3 * panel_w)  # frontier, length, gold vs learned
+
+    page = index.read_text()
+    links = re.findall(r"(?:src|href)='([^']+)'", page)
+    assert {"learning_curves.png", "diagnostics_Hopper-v5.png", "text_text-sentiment.png", "final_scores.csv", "normalized_scores.csv"} <= set(links)
+    assert all((out / link).is_file() for link in links), [link for link in links if not (out / link).is_file()]
+    assert not re.search(r"(?:src|href)=['\"](?:/|https?:)", page)
+    for link in re.findall(r"\]\(([^)]+)\)", (out / "report.md").read_text()):
+        assert (out / link).is_file()
+
+
+def test_sample_completions_line_up_by_prompt_or_sit_side_by_side(synthetic_runs, tmp_path):
+    out = tmp_path / "report"
+    write_report(find_runs([synthetic_runs]), out, random_returns=RANDOM_RETURNS)
+    markdown = (out / "report.md").read_text()
+    assert "Lined up by prompt" in markdown  # seed 1 of each objective shares both prompts in its last iteration
+    assert "| The movie was | clip-0.2 says 7 (score 7.000) | adaptive-kl-0.01 says 7 (score 7.000) |" in markdown
+    for run in (synthetic_runs / "grid").glob("text-sentiment__adaptive-kl-0.01__s1"):
+        samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+        for line in samples:
+            for row in line["samples"]:
+                row["prompt"] += " (other)"
+        (run / "samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+    write_report(find_runs([synthetic_runs]), out, random_returns=RANDOM_RETURNS)
+    markdown = (out / "report.md").read_text()
+    assert "side by side" in markdown and "**The movie was** clip-0.2 says 7" in markdown
+
+
+def test_mean_curve_interpolates_seeds_onto_a_common_grid(tmp_path):
+    write_run(tmp_path / "a", mujoco_config("Hopper-v5", Clip(), 1), [{"iteration": i, "global_step": x, "episode_return": y} for i, (x, y) in enumerate([(0, 0), (10, 10), (20, 20)], 1)])
+    write_run(tmp_path / "b", mujoco_config("Hopper-v5", Clip(), 2), [{"iteration": 1, "global_step": 0, "episode_return": 0}, {"iteration": 2, "global_step": 20, "episode_return": 40}])
+    write_run(tmp_path / "c", mujoco_config("Hopper-v5", Clip(), 3), [{"iteration": 1, "global_step": 0, "episode_return": None}, {"iteration": 2, "global_step": 10, "episode_return": 30}])
+    curve = mean_curve([load_run(tmp_path / "a"), load_run(tmp_path / "b")], "episode_return", points=3)
+    assert curve.x.tolist() == [0, 10, 20] and curve.mean.tolist() == [0, 15, 30] and curve.std.tolist() == [0, 5, 10]
+    shorter = mean_curve([load_run(tmp_path / "a"), load_run(tmp_path / "c")], "episode_return", points=3)  # c: one finite point, at 10
+    assert shorter.mean[1] == 20 and shorter.mean[2] == 20 and shorter.std[2] == 0  # beyond c's range, a alone
+
+
+def test_random_baseline_is_measured_cached_and_reused(tmp_path):
+    write_run(tmp_path / "runs" / "a", mujoco_config("InvertedPendulum-v5", Clip(), 1), mujoco_records(50.0))
+    out = tmp_path / "report"
+    write_report(find_runs([tmp_path / "runs"]), out, random_episodes=3)
+    cache = json.loads((out / "random_baselines.json").read_text())
+    measured = random_policy_return("InvertedPendulum-v5", episodes=3)
+    assert cache["InvertedPendulum-v5"]["mean_return"] == pytest.approx(measured) and cache["InvertedPendulum-v5"]["episodes"] == 3
+    assert 0 < measured < 50
+    cache["InvertedPendulum-v5"]["mean_return"] = 40.0  # a cached value is reused, not measured again
+    (out / "random_baselines.json").write_text(json.dumps(cache))
+    write_report(find_runs([tmp_path / "runs"]), out, random_episodes=3)
+    assert float(read_csv(out / "final_scores.csv")[0]["random_return"]) == 40.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input: one clear line
+
+
+def cli_error(monkeypatch, *args: str) -> str:
+    """Run ``ppo ARGS`` in this process and return the message it exits with."""
+    monkeypatch.setattr(sys, "argv", ["ppo", *args])
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main()
+    return str(exit_info.value.code)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["compare", "--seeds"], "empty grid: --seeds got no values"),
+        (["compare", "--objectives"], "empty grid: --objectives got no values"),
+        (["compare", "--objectives", "clip", "clipp"], "unknown objective preset 'clipp'; known: clip-0.1, clip-0.2"),
+        (["compare", "--envs", "Hoper-v5"], "unknown environment id 'Hoper-v5'"),
+        (["compare", "--envs", "text:poetry"], "unknown text task 'text:poetry'; text environments: text:sentiment, text:arithmetic"),
+        (["compare", "--jobs", "0"], "--jobs must be a positive integer"),
+        (["compare", "--minibatch-size", "100", "--num-steps", "128"], "--minibatch-size 100 does not divide the batch of 128"),
+        (["report"], "no run folders given"),
+        (["report", "/nonexistent/runs"], "/nonexistent/runs does not exist"),
+    ],
+)
+def test_bad_input_is_a_one_line_error(tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    error = cli_error(monkeypatch, *args)
+    assert error.startswith("error: ") and message in error and "\n" not in error, error
+    assert not (tmp_path / "runs").exists()  # nothing was started
+
+
+def test_report_over_a_folder_without_runs_is_a_one_line_error(tmp_path):
+    (tmp_path / "empty" / "not-a-run").mkdir(parents=True)
+    result = run_ppo("report", str(tmp_path / "empty"))
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines() == [f"error: no runs under {tmp_path / 'empty'} (a run folder holds config.json and metrics.jsonl)"]
+
+
+def test_runs_of_different_environments_are_refused_in_one_curve(synthetic_runs):
+    runs = [load_run(path) for path in find_runs([synthetic_runs / "grid"])]
+    hopper, walker = next(r for r in runs if r.env == "Hopper-v5"), next(r for r in runs if r.env == "Walker2d-v5")
+    with pytest.raises(MixedEnvironmentsError) as error:
+        mean_curve([hopper, walker], "episode_return")
+    assert str(error.value) == "refusing to put runs of different environments in one curve: Hopper-v5, Walker2d-v5; group them by environment"
+    assert isinstance(error.value, ReportError) and isinstance(error.value, ValueError)
+
+
+# ---------------------------------------------------------------------------------------------
+# End to end through the CLI
+
+
+def test_ppo_compare_end_to_end_then_a_rerun_skips_everything(tmp_path):
+    args = ["compare", "--envs", "InvertedPendulum-v5", "--objectives", "clip", "no-clip", "--seeds", "1", "--runs-dir", str(tmp_path / "runs"),
+            "--name", "e2e", "--total-steps", "256", "--num-steps", "128", "--minibatch-size", "32", "--epochs", "1", "--no-compile", "--random-episodes", "2"]
+    result = run_ppo(*args)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    grid = tmp_path / "runs" / "e2e"
+    for name in ("InvertedPendulum-v5__clip-0.2__s1", "InvertedPendulum-v5__no-clip__s1"):
+        assert load_run(grid / name).finished
+    report = grid / "report"
+    for file in ("index.html", "report.md", "final_scores.csv", "normalized_scores.csv", "random_baselines.json", "learning_curves.png"):
+        assert (report / file).is_file()
+    assert {r["objective"] for r in read_csv(report / "final_scores.csv")} == {"clip-0.2", "no-clip"}
+    again = run_ppo(*args, "--no-report")
+    assert again.returncode == 0 and "2 cells: 2 finished, 0 to resume, 0 to start" in again.stdout
