@@ -381,5 +381,7 @@ def validate_text_config(config: TextTrainConfig) -> None:
         raise ConfigError(f"--ref-kl-coef must be >= 0, got {text.ref_kl_coef}")
     if text.ref_kl_target is not None and not text.ref_kl_target > 0:
         raise ConfigError(f"--ref-kl-target must be > 0 (or None for a fixed coefficient), got {text.ref_kl_target}")
+    if ppo.ent_coef != 0:
+        raise ConfigError("--ent-coef must be 0 for text runs: the language model's entropy is logged but carries no gradient")
     if text.lora_rank < 0 or text.critic_warmup < 0:
         raise ConfigError(f"--lora-rank and --critic-warmup must be >= 0, got {text.lora_rank} and {text.critic_warmup}")

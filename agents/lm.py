@@ -29,10 +29,13 @@ def token_log_probs_and_entropy(logits: torch.Tensor, tokens: torch.Tensor, temp
     """``log softmax(logits / temperature)`` at ``tokens`` and the entropy of that distribution; ``(B, T, V) -> (B, T), (B, T)``.
 
     The same temperature must be used when sampling and when training, or the ratio does not start at 1.
+    The entropy is a diagnostic without gradient: its backward over the whole vocabulary would cost
+    as much as the rest of the loss, and RLHF recipes use no entropy bonus (text runs reject ``--ent-coef``).
     """
     log_probs = torch.log_softmax(logits.float() / temperature, dim=-1)
     chosen = log_probs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-    entropy = -(log_probs.exp() * log_probs).sum(-1)
+    with torch.no_grad():
+        entropy = -(log_probs.exp() * log_probs).sum(-1)
     return chosen, entropy
 
 

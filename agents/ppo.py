@@ -15,6 +15,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 from torch.func import functional_call, grad_and_value
+from torch.optim.adam import adam as torch_adam
 
 from agents.buffer import Minibatch, minibatch_indices
 from agents.config import AdaptiveKL, Clip, FixedKL, NoClip, PPOConfig
@@ -76,6 +77,23 @@ def adam_step(
         state.exp_avg_sq[name].mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
         denominator = state.exp_avg_sq[name].sqrt() / bias_correction2_sqrt + eps
         param.sub_(lr / bias_correction1 * state.exp_avg[name] / denominator)
+
+
+def fused_adam_step(
+    params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor], state: AdamState, lr: torch.Tensor, eps: float
+) -> None:
+    """``adam_step`` through torch's fused Adam kernel (one pass over memory instead of about nine), for eager steps.
+
+    For a 135M-parameter LM the written-out update costs about a second per step on one CPU thread.
+    """
+    beta1, beta2 = ADAM_BETAS
+    names = list(params)
+    steps = [state.step.clone() for _ in names]  # the kernel advances one counter per tensor; ours is shared
+    torch_adam(
+        [params[n] for n in names], [grads[n] for n in names], [state.exp_avg[n] for n in names], [state.exp_avg_sq[n] for n in names],
+        [], steps, fused=True, amsgrad=False, beta1=beta1, beta2=beta2, lr=float(lr), weight_decay=0.0, eps=eps, maximize=False,
+    )
+    state.step.add_(1.0)
 
 
 def clip_by_global_norm(grads: dict[str, torch.Tensor], max_norm: float) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
@@ -155,21 +173,28 @@ def make_minibatch_step(
             grads = torch.autograd.grad(loss, leaves)
         return dict(zip(params, grads)), stats
 
-    gradients = functional_gradients if compile else autograd_gradients
-
-    def step(
+    def compiled_step(
         params: dict[str, torch.Tensor], adam: AdamState, batch: Minibatch, index: torch.Tensor, lr: torch.Tensor, beta: torch.Tensor
     ) -> torch.Tensor:
-        grads, stats = gradients(params, batch.select(index), beta)
+        grads, stats = functional_gradients(params, batch.select(index), beta)
         grads, grad_norm = clip_by_global_norm(grads, cfg.max_grad_norm)
+        adam_step(params, grads, adam, lr, cfg.adam_eps)
+        return torch.cat([stats, grad_norm.reshape(1)])
+
+    def eager_step(
+        params: dict[str, torch.Tensor], adam: AdamState, batch: Minibatch, index: torch.Tensor, lr: torch.Tensor, beta: torch.Tensor
+    ) -> torch.Tensor:
+        grads, stats = autograd_gradients(params, batch.select(index), beta)
         with torch.no_grad():
-            adam_step(params, grads, adam, lr, cfg.adam_eps)
+            grad_norm = torch.nn.utils.get_total_norm(list(grads.values()))
+            torch._foreach_mul_(list(grads.values()), torch.clamp(cfg.max_grad_norm / (grad_norm + GRAD_NORM_EPS), max=1.0))
+            fused_adam_step(params, grads, adam, lr, cfg.adam_eps)
         return torch.cat([stats, grad_norm.reshape(1)])
 
     if not compile:
-        return step
+        return eager_step
     # size_asserts off: the shapes are fixed per run, and the 65 stride checks per call cost ~12 % of a step (measured)
-    compiled = torch.compile(step, dynamic=False, options={"size_asserts": False})
+    compiled = torch.compile(compiled_step, dynamic=False, options={"size_asserts": False})
     chosen: list[Callable] = []
 
     def compiled_or_eager(*args):

@@ -141,3 +141,20 @@ def test_minibatch_indices_cover_every_item_once_per_epoch():
     indices = list(minibatch_indices(12, 4, torch.Generator().manual_seed(0)))
     assert len(indices) == 3
     assert sorted(torch.cat(indices).tolist()) == list(range(12))
+
+
+def test_fused_adam_step_matches_the_written_out_adam():
+    from agents.ppo import fused_adam_step
+
+    torch.manual_seed(0)
+    ours = {"w": torch.randn(6, 4), "b": torch.randn(4)}
+    fused = {k: v.clone() for k, v in ours.items()}
+    state_ours, state_fused = AdamState(ours), AdamState(fused)
+    for _ in range(4):
+        grads = {k: torch.randn_like(v) for k, v in ours.items()}
+        adam_step(ours, grads, state_ours, torch.tensor(1e-2), 1e-5)
+        fused_adam_step(fused, grads, state_fused, torch.tensor(1e-2), 1e-5)
+    for name in ours:
+        torch.testing.assert_close(fused[name], ours[name], rtol=1e-5, atol=1e-6)
+    assert state_fused.step.item() == state_ours.step.item() == 4
+    torch.testing.assert_close(state_fused.exp_avg_sq["w"], state_ours.exp_avg_sq["w"])
