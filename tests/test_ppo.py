@@ -103,38 +103,32 @@ def test_compiled_step_matches_eager_step():
         torch.testing.assert_close(results[0][1][name], results[1][1][name], rtol=1e-4, atol=1e-6)
 
 
-def test_ppo_update_runs_all_epochs_and_reports_kl():
+def run_update(cfg: PPOConfig, learning_rate: float = 3e-4, spoil=None):
+    """One ppo_update of a fresh policy on a random batch (optionally altered by ``spoil``)."""
     torch.manual_seed(0)
     policy = GaussianActorCritic(4, 2)
     params = {k: p.detach() for k, p in policy.named_parameters()}
-    cfg = PPOConfig(epochs=3, minibatch_size=64)
     step = make_minibatch_step(policy, Clip(), cfg, compile=False)
-    result = ppo_update(policy, params, AdamState(params), step, make_batch(policy), cfg, UpdateSchedule(3e-4, 0.0), torch.Generator().manual_seed(0))
+    batch = make_batch(policy)
+    batch = spoil(batch) if spoil else batch
+    return ppo_update(policy, params, AdamState(params), step, batch, cfg, UpdateSchedule(learning_rate, 0.0), torch.Generator().manual_seed(0))
+
+
+def test_ppo_update_runs_all_epochs_and_reports_kl():
+    result = run_update(PPOConfig(epochs=3, minibatch_size=64))
     assert result.stats["epochs_run"] == 3.0
     assert result.kl_after_update > 0.0
     assert result.kl_after_update == result.stats["kl_after_update"]
 
 
 def test_target_kl_stops_after_the_first_epoch():
-    torch.manual_seed(0)
-    policy = GaussianActorCritic(4, 2)
-    params = {k: p.detach() for k, p in policy.named_parameters()}
-    cfg = PPOConfig(epochs=10, minibatch_size=64, target_kl=1e-9, learning_rate=1e-2)
-    step = make_minibatch_step(policy, Clip(), cfg, compile=False)
-    result = ppo_update(policy, params, AdamState(params), step, make_batch(policy), cfg, UpdateSchedule(1e-2, 0.0), torch.Generator().manual_seed(0))
+    result = run_update(PPOConfig(epochs=10, minibatch_size=64, target_kl=1e-9), learning_rate=1e-2)
     assert result.stats["epochs_run"] == 1.0
 
 
 def test_non_finite_loss_raises():
-    torch.manual_seed(0)
-    policy = GaussianActorCritic(4, 2)
-    params = {k: p.detach() for k, p in policy.named_parameters()}
-    cfg = PPOConfig(epochs=1, minibatch_size=64)
-    step = make_minibatch_step(policy, Clip(), cfg, compile=False)
-    batch = make_batch(policy)
-    batch = batch._replace(returns=torch.full_like(batch.returns, float("nan")))
     with pytest.raises(NonFiniteLossError, match="value_loss"):
-        ppo_update(policy, params, AdamState(params), step, batch, cfg, UpdateSchedule(3e-4, 0.0), torch.Generator().manual_seed(0))
+        run_update(PPOConfig(epochs=1, minibatch_size=64), spoil=lambda batch: batch._replace(returns=torch.full_like(batch.returns, float("nan"))))
 
 
 def test_minibatch_indices_cover_every_item_once_per_epoch():
