@@ -27,6 +27,9 @@ from agents.logger import CONFIG_FILE, METRICS_FILE, SAMPLES_FILE, read_config
 
 TEXT_FINAL_ITERATIONS = 5
 """A text run's final score is the mean ``reward`` of its last this many iterations."""
+TEXT_SMOOTHING = TEXT_FINAL_ITERATIONS
+"""Text curves show a trailing mean over this many iterations (each iteration's reward is the mean of one
+small batch of prompts); its last point is then the run's final score."""
 CURVE_POINTS = 200
 """Seeds are interpolated onto this many evenly spaced environment steps before averaging."""
 FIGURE_DPI = 100
@@ -249,6 +252,14 @@ def run_series(run: Run, key: str) -> tuple[np.ndarray, np.ndarray]:
     return np.array([x for x, _ in points], dtype=float), np.array([y for _, y in points], dtype=float)
 
 
+def trailing_mean(values: np.ndarray, window: int) -> np.ndarray:
+    """``out[i] = mean(values[max(0, i - window + 1) : i + 1])``: the mean of the last ``window`` values up to
+    each point (fewer at the start); ``(N,) -> (N,)``. ``window`` 1 returns the values unchanged."""
+    sums = np.cumsum(np.concatenate([[0.0], values]))
+    starts = np.maximum(np.arange(len(values)) - window + 1, 0)
+    return (sums[1:] - sums[starts]) / (np.arange(len(values)) + 1 - starts)
+
+
 def check_one_environment(runs: Sequence[Run]) -> None:
     """Raise ``MixedEnvironmentsError`` unless every run is of the same environment."""
     envs = sorted({run.env for run in runs})
@@ -256,18 +267,21 @@ def check_one_environment(runs: Sequence[Run]) -> None:
         raise MixedEnvironmentsError(f"refusing to put runs of different environments in one curve: {', '.join(envs)}; group them by environment")
 
 
-def mean_curve(runs: Sequence[Run], key: str, points: int = CURVE_POINTS) -> Curve | None:
-    """Mean and std over seeds of ``key`` against ``global_step``: each run is linearly interpolated onto
+def mean_curve(runs: Sequence[Run], key: str, points: int = CURVE_POINTS, smoothing: int = 1) -> Curve | None:
+    """Mean and std over seeds of ``key`` against ``global_step``: each run (first smoothed by a trailing mean
+    over ``smoothing`` logged iterations, see ``trailing_mean``) is linearly interpolated onto
     ``points`` evenly spaced steps from the earliest to the latest logged step, and each step averages the
-    runs whose logged range covers it (where a seed stopped early, the curve goes on with the others).
+    runs whose logged range covers it (where an unfinished seed stopped, the curve goes on with the others).
+    A finished run covers the curve to its end with its last value, so finished runs that stop a few steps
+    apart (text runs end on whole batches of completions) do not make the mean jump at the end.
     None if no run logged ``key``."""
     check_one_environment(runs)
-    series = [s for s in (run_series(run, key) for run in runs) if len(s[0])]
+    series = [(x, trailing_mean(y, smoothing), run.finished) for run in runs for x, y in [run_series(run, key)] if len(x)]
     if not series:
         return None
-    start, end = min(x[0] for x, _ in series), max(x[-1] for x, _ in series)
+    start, end = min(x[0] for x, _, _ in series), max(x[-1] for x, _, _ in series)
     grid = np.linspace(start, end, points) if end > start else np.array([start])
-    values = np.stack([np.where((grid >= x[0]) & (grid <= x[-1]), np.interp(grid, x, y), np.nan) for x, y in series])
+    values = np.stack([np.where((grid >= x[0]) & ((grid <= x[-1]) | finished), np.interp(grid, x, y), np.nan) for x, y, finished in series])
     covered = ~np.isnan(values)
     count = covered.sum(axis=0)
     mean = np.where(count > 0, np.nansum(values, axis=0) / np.maximum(count, 1), np.nan)
@@ -420,10 +434,11 @@ def draw_learning_curves(axes, env: str, env_groups: Mapping[str, Sequence[Run]]
     """One environment's learning curves, one line per objective, on ``axes``."""
     kind = next(iter(env_groups.values()))[0].kind
     for objective, runs in env_groups.items():
-        plot_curve(axes, mean_curve(runs, score_key(kind)), f"{objective} ({len(runs)} seeds)", colors[objective])
+        smoothing = TEXT_SMOOTHING if kind == "text" else 1
+        plot_curve(axes, mean_curve(runs, score_key(kind), smoothing=smoothing), f"{objective} ({len(runs)} seeds)", colors[objective])
     axes.set_title(env)
     axes.set_xlabel("generated tokens" if kind == "text" else "environment steps")
-    axes.set_ylabel(f"{score_key(kind)} (mean ± std over seeds)" if kind == "text" else "episode_return, last 100 (mean ± std)")
+    axes.set_ylabel(f"reward, last {TEXT_SMOOTHING} iterations (mean ± std)" if kind == "text" else "episode_return, last 100 (mean ± std)")
     axes.grid(alpha=0.3)
     axes.legend(fontsize="small")
 
@@ -485,14 +500,15 @@ def text_figure(env: str, env_groups: Mapping[str, Sequence[Run]], colors: Mappi
     frontier, length = axes[0], axes[1]
     for objective, runs in env_groups.items():
         color = colors[objective]
-        reward, ref_kl = mean_curve(runs, "reward"), mean_curve(runs, "ref_kl")
+        reward, ref_kl = mean_curve(runs, "reward", smoothing=TEXT_SMOOTHING), mean_curve(runs, "ref_kl", smoothing=TEXT_SMOOTHING)
         if reward is not None and ref_kl is not None and np.array_equal(reward.x, ref_kl.x):
             frontier.plot(ref_kl.mean, reward.mean, "-", color=color, label=objective, alpha=0.8)
             frontier.plot(ref_kl.mean[-1:], reward.mean[-1:], "o", color=color)
-        plot_curve(length, mean_curve(runs, "response_length"), objective, color)
+        plot_curve(length, mean_curve(runs, "response_length", smoothing=TEXT_SMOOTHING), objective, color)
         if gold:
-            plot_curve(axes[2], mean_curve(runs, "task_learned_reward"), f"{objective} learned", color)
-            plot_curve(axes[2], mean_curve(runs, "task_gold_lexicon"), f"{objective} gold", color, linestyle="--")
+            plot_curve(axes[2], mean_curve(runs, "task_learned_reward", smoothing=TEXT_SMOOTHING), f"{objective} learned", color)
+            plot_curve(axes[2], mean_curve(runs, "task_gold_lexicon", smoothing=TEXT_SMOOTHING), f"{objective} gold", color, linestyle="--")
+    figure.suptitle(f"trailing means over the last {TEXT_SMOOTHING} iterations", fontsize="small")
     frontier.set(title=f"{env}: reward vs reference KL (dot = end)", xlabel="ref_kl (nats per completion)", ylabel="reward")
     length.set(title=f"{env}: response length", xlabel="generated tokens", ylabel="response_length (tokens)")
     if gold:

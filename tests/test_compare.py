@@ -43,13 +43,16 @@ from agents.report import (
     CURVE_FIGSIZE,
     FIGURE_DPI,
     PANEL_FIGSIZE,
+    TEXT_SMOOTHING,
     MixedEnvironmentsError,
     ReportError,
+    final_score,
     find_runs,
     load_run,
     mean_curve,
     objective_label,
     random_policy_return,
+    trailing_mean,
     write_report,
 )
 from agents.train import train
@@ -347,6 +350,32 @@ def test_mean_curve_interpolates_seeds_onto_a_common_grid(tmp_path):
     assert curve.x.tolist() == [0, 10, 20] and curve.mean.tolist() == [0, 15, 30] and curve.std.tolist() == [0, 5, 10]
     shorter = mean_curve([load_run(tmp_path / "a"), load_run(tmp_path / "c")], "episode_return", points=3)  # c: one finite point, at 10
     assert shorter.mean[1] == 20 and shorter.mean[2] == 20 and shorter.std[2] == 0  # beyond c's range, a alone
+
+
+def test_trailing_mean_matches_hand_computed_values():
+    values = np.array([1.0, 2.0, 3.0, 4.0, 10.0])
+    assert trailing_mean(values, 2).tolist() == [1.0, 1.5, 2.5, 3.5, 7.0]
+    assert trailing_mean(values, 3).tolist() == [1.0, 1.5, 2.0, 3.0, pytest.approx(17 / 3)]
+    assert trailing_mean(values, 1).tolist() == values.tolist()
+
+
+def test_smoothed_text_curve_ends_at_the_final_score(tmp_path):
+    rewards = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    write_run(tmp_path / "t", text_config(Clip(), 1), [{"iteration": i, "global_step": 100 * i, "reward": r} for i, r in enumerate(rewards, 1)])
+    run = load_run(tmp_path / "t")
+    curve = mean_curve([run], "reward", points=len(rewards), smoothing=TEXT_SMOOTHING)
+    assert curve.mean[-1] == pytest.approx(final_score(run)) == pytest.approx(np.mean(rewards[-TEXT_SMOOTHING:]))
+    assert curve.mean[0] == 0.0 and curve.mean[1] == pytest.approx(0.5)
+
+
+def test_finished_runs_that_stop_a_few_tokens_apart_both_count_to_the_end(tmp_path):
+    # text budget 700 tokens: "early" finishes at 700, "late" at 800; an unfinished run stops at 300
+    write_run(tmp_path / "early", text_config(Clip(), 1), [{"iteration": i, "global_step": 100 * i, "reward": 1.0} for i in range(1, 8)])
+    write_run(tmp_path / "late", text_config(Clip(), 2), [{"iteration": i, "global_step": 100 * i, "reward": 3.0} for i in range(1, 9)])
+    write_run(tmp_path / "cut", text_config(Clip(), 3), [{"iteration": i, "global_step": 100 * i, "reward": 8.0} for i in range(1, 4)])
+    curve = mean_curve([load_run(tmp_path / name) for name in ("early", "late", "cut")], "reward", points=8)
+    assert curve.x.tolist() == [100, 200, 300, 400, 500, 600, 700, 800]
+    assert curve.mean.tolist() == [4.0, 4.0, 4.0, 2.0, 2.0, 2.0, 2.0, 2.0]  # "early" holds 1.0 at 800; "cut" drops out after 300
 
 
 def test_random_baseline_is_measured_cached_and_reused(tmp_path):
