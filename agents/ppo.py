@@ -97,10 +97,12 @@ def fused_adam_step(
 
 
 def clip_by_global_norm(grads: dict[str, torch.Tensor], max_norm: float) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """Scale every gradient by ``min(1, max_norm / (||g||_2 + 1e-6))`` over all of them together (as ``clip_grad_norm_``)."""
+    """Scale every gradient in place by ``min(1, max_norm / (||g||_2 + 1e-6))`` over all of them together (as
+    ``clip_grad_norm_``); returns the same dict and the norm before clipping. In place: an LM's gradients are
+    hundreds of MB, and a scaled copy would double them at the step's memory peak."""
     total_norm = torch.nn.utils.get_total_norm(list(grads.values()))
-    scale = torch.clamp(max_norm / (total_norm + GRAD_NORM_EPS), max=1.0)
-    return {name: grad * scale for name, grad in grads.items()}, total_norm
+    torch._foreach_mul_(list(grads.values()), torch.clamp(max_norm / (total_norm + GRAD_NORM_EPS), max=1.0))
+    return grads, total_norm
 
 
 def policy_surrogate(objective: Clip | AdaptiveKL | FixedKL | NoClip, inputs: SurrogateInputs, beta: torch.Tensor) -> torch.Tensor:
@@ -186,8 +188,7 @@ def make_minibatch_step(
     ) -> torch.Tensor:
         grads, stats = autograd_gradients(params, batch.select(index), beta)
         with torch.no_grad():
-            grad_norm = torch.nn.utils.get_total_norm(list(grads.values()))
-            torch._foreach_mul_(list(grads.values()), torch.clamp(cfg.max_grad_norm / (grad_norm + GRAD_NORM_EPS), max=1.0))
+            grads, grad_norm = clip_by_global_norm(grads, cfg.max_grad_norm)
             fused_adam_step(params, grads, adam, lr, cfg.adam_eps)
         return torch.cat([stats, grad_norm.reshape(1)])
 
