@@ -33,7 +33,7 @@ class TextEvaluation(NamedTuple):
     """The first few (prompt, completion, score)."""
 
 
-def evaluate_text_run(run_dir: Path, prompts: int, seed: int, base: bool, temperature: float | None = None) -> TextEvaluation:
+def evaluate_text_run(run_dir: Path, prompts: int, seed: int, base: bool) -> TextEvaluation:
     """Sample one completion for each of the first ``prompts`` eval prompts of the run's task and score them."""
     config = config_from_dict(read_config(run_dir))
     if not isinstance(config, TextTrainConfig):
@@ -54,7 +54,7 @@ def evaluate_text_run(run_dir: Path, prompts: int, seed: int, base: bool, temper
     for start in range(0, len(texts), chunk):
         ids, mask = left_pad(encode_prompts(tokenizer, texts[start : start + chunk], config.text.max_prompt_tokens), pad_id, torch.device("cpu"))
         uniforms = torch.rand(len(ids), config.text.max_new_tokens, generator=generator)
-        sampled = sample_responses(lm, ids, mask, uniforms, temperature or config.text.temperature, eos_id, pad_id)
+        sampled = sample_responses(lm, ids, mask, uniforms, config.text.temperature, eos_id, pad_id)
         completions += decode_completions(tokenizer, sampled.response_ids, sampled.response_mask, eos_id)
     scores = checked_scores(task, raw_prompts, completions)
     metrics = {name: float(np.mean(values)) for name, values in scores.metrics.items()}

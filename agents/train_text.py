@@ -6,7 +6,7 @@ import contextlib
 import os
 import time
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +30,25 @@ POLICY_DIR = "policy"
 
 def task_name(config: TextTrainConfig) -> str:
     return next(name for name, cls in NAMED_CONFIGS.items() if type(config.text.task) is cls)
+
+
+@dataclass
+class ScoreNormaliser:
+    """``--normalize-scores``: task scores become ``(score - shift) / scale``, where the first batch it sees
+    (sampled by the starting policy, i.e. the reference) fixes shift and scale to give that batch mean 0 and
+    std 1 (reference.md: reward normalisation). Saved in checkpoints, so a resumed run keeps them."""
+
+    shift: float = 0.0
+    scale: float = 1.0
+    calibrated: bool = True
+    """False until the first batch has fixed shift and scale."""
+
+    def __call__(self, rewards: list[float]) -> list[float]:
+        if not self.calibrated:
+            raw = torch.tensor(rewards)
+            self.shift, self.scale = float(raw.mean()), float(raw.std().clamp(min=1e-6)) if len(raw) > 1 else 1.0
+            self.calibrated = True
+        return [(r - self.shift) / self.scale for r in rewards]
 
 
 def make_reference_controller(config: TextTrainConfig) -> ProportionalKL | FixedPenalty:
@@ -123,7 +142,7 @@ def train_text(config: TextTrainConfig) -> Path:
     sampling_generator = torch.Generator().manual_seed(run_cfg.seed)
     minibatch_generator = torch.Generator().manual_seed(run_cfg.seed + 1)
     prompt_rng = np.random.default_rng(run_cfg.seed)
-    score_shift, score_scale = 0.0, 1.0
+    normalise_scores = ScoreNormaliser(calibrated=not text.normalize_scores)
     global_step, start_iteration = 0, 0
 
     if checkpoint is None:
@@ -144,10 +163,11 @@ def train_text(config: TextTrainConfig) -> Path:
         minibatch_generator.set_state(checkpoint["minibatch_rng"])
         prompt_rng.bit_generator.state = checkpoint["prompt_rng"]
         torch.set_rng_state(checkpoint["torch_rng"])
-        score_shift, score_scale = checkpoint["score_shift"], checkpoint["score_scale"]
+        normalise_scores = ScoreNormaliser(checkpoint["score_shift"], checkpoint["score_scale"])
         global_step, start_iteration = checkpoint["global_step"], checkpoint["iteration"]
     logger = RunLogger(run_dir, start_iteration if checkpoint else None, global_step if checkpoint else None)
     minibatch_step = make_minibatch_step(policy, config.objective, ppo_cfg, run_cfg.compile)
+
     def precision():
         """bf16 autocast on CUDA when asked (weights, value head and optimiser stay fp32); fp32 otherwise."""
         return torch.autocast("cuda", dtype=torch.bfloat16) if text.dtype == "bf16" else contextlib.nullcontext()
@@ -155,16 +175,10 @@ def train_text(config: TextTrainConfig) -> Path:
     settings = TextBatchSettings(text.max_new_tokens, text.max_prompt_tokens, text.temperature, text.forward_batch,
                                  ppo_cfg.gamma, ppo_cfg.gae_lambda, text.eos_penalty, text.whiten_advantages)
 
-    score_normaliser = {"shift": score_shift, "scale": score_scale, "calibrated": checkpoint is not None or not text.normalize_scores}
-
     def score(prompts: list[str], completions: list[str]):
-        """Checked task scores; with --normalize-scores the first batch (sampled by the starting policy,
-        i.e. the reference) fixes the shift and scale that give it mean 0 and std 1."""
+        """Checked task scores, normalised when --normalize-scores is on."""
         scores = checked_scores(task, prompts, completions)
-        if not score_normaliser["calibrated"]:
-            raw = torch.tensor(scores.rewards)
-            score_normaliser.update(shift=float(raw.mean()), scale=float(raw.std().clamp(min=1e-6)) if len(raw) > 1 else 1.0, calibrated=True)
-        return [(r - score_normaliser["shift"]) / score_normaliser["scale"] for r in scores.rewards], scores.metrics
+        return normalise_scores(scores.rewards), scores.metrics
 
     progress = tqdm(total=ppo_cfg.total_steps, initial=min(global_step, ppo_cfg.total_steps), unit="tok", disable=not run_cfg.progress, dynamic_ncols=True)
     iteration = start_iteration
@@ -232,8 +246,8 @@ def train_text(config: TextTrainConfig) -> Path:
                         "minibatch_rng": minibatch_generator.get_state(),
                         "prompt_rng": to_storable(prompt_rng.bit_generator.state),
                         "torch_rng": torch.get_rng_state(),
-                        "score_shift": score_normaliser["shift"],
-                        "score_scale": score_normaliser["scale"],
+                        "score_shift": normalise_scores.shift,
+                        "score_scale": normalise_scores.scale,
                         "global_step": global_step,
                         "iteration": iteration,
                     },
