@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 from torch.utils.tensorboard import SummaryWriter
@@ -30,22 +31,10 @@ class RunLogger:
         self.metrics_file = open(self.metrics_path, "a", encoding="utf-8")
 
     def _truncate_metrics(self, last_iteration: int) -> None:
-        if not self.metrics_path.exists():
-            return
-        kept = []
-        for line in self.metrics_path.read_text(encoding="utf-8").splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                break  # a line cut by the kill
-            if record["iteration"] > last_iteration:
-                break
-            kept.append(line)
-        self.metrics_path.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
-        samples = self.run_dir / SAMPLES_FILE
-        if samples.exists():
-            lines = samples.read_text(encoding="utf-8").splitlines()
-            samples.write_text("".join(f"{line}\n" for line in lines if json.loads(line)["iteration"] <= last_iteration), encoding="utf-8")
+        for path in (self.metrics_path, self.run_dir / SAMPLES_FILE):
+            if path.exists():
+                kept = [record for record in read_jsonl(path) if record["iteration"] <= last_iteration]
+                path.write_text("".join(json.dumps(record) + "\n" for record in kept), encoding="utf-8")
 
     def log(self, metrics: dict[str, float | int]) -> None:
         """One iteration: ``metrics`` must hold ``iteration`` and ``global_step``; NaN is written as null."""
@@ -62,9 +51,7 @@ class RunLogger:
         with open(self.run_dir / SAMPLES_FILE, "a", encoding="utf-8") as handle:
             handle.write(json.dumps({"iteration": iteration, "global_step": global_step, "samples": rows}) + "\n")
         columns = list(rows[0]) if rows else []
-        table = [f"| {' | '.join(columns)} |", f"|{'---|' * len(columns)}"]
-        table += [f"| {' | '.join(markdown_cell(row[c]) for c in columns)} |" for row in rows]
-        self.writer.add_text("samples", "\n".join(table), global_step)
+        self.writer.add_text("samples", markdown_table(columns, [[markdown_cell(row[c]) for c in columns] for row in rows]), global_step)
 
     def close(self) -> None:
         self.metrics_file.close()
@@ -74,6 +61,24 @@ class RunLogger:
 def markdown_cell(value) -> str:
     """One table cell: floats rounded, pipes escaped, newlines flattened."""
     return str(round(value, 3) if isinstance(value, float) else value).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A markdown table of cells already made safe (``markdown_cell``)."""
+    return "\n".join([f"| {' | '.join(header)} |", f"|{'---|' * len(header)}", *(f"| {' | '.join(row)} |" for row in rows)])
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The JSON lines of ``path`` up to the first unreadable one (a line cut by a kill); [] if there is no file."""
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return records
 
 
 def write_config(run_dir: Path, config: dict) -> None:

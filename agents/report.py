@@ -23,7 +23,7 @@ import tyro
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from agents.logger import CONFIG_FILE, METRICS_FILE, SAMPLES_FILE, read_config
+from agents.logger import CONFIG_FILE, METRICS_FILE, SAMPLES_FILE, markdown_cell, markdown_table, read_config, read_jsonl
 
 TEXT_FINAL_ITERATIONS = 5
 """A text run's final score is the mean ``reward`` of its last this many iterations."""
@@ -179,19 +179,6 @@ def budget_step(config: Mapping) -> int:
         return total
     batch = config["ppo"]["num_steps"] * config["env"].get("num_envs", 1)
     return total // batch * batch
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    """The JSON lines of ``path`` up to the first unreadable one (a line cut by a kill); [] if there is no file."""
-    if not path.is_file():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            break
-    return records
 
 
 def load_run(path: Path) -> Run:
@@ -604,11 +591,6 @@ def normalized_table(normalized: Mapping[tuple[str, str], float], objectives: Se
     return header, rows
 
 
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A markdown table."""
-    return "\n".join([f"| {' | '.join(header)} |", f"|{'---|' * len(header)}", *(f"| {' | '.join(row)} |" for row in rows)])
-
-
 def write_final_scores_csv(path: Path, scores: Sequence[GroupScore], normalized: Mapping, random_returns: Mapping[str, float]) -> None:
     """``final_scores.csv``: one row per (environment, objective) with full-precision numbers."""
     with open(path, "w", newline="", encoding="utf-8") as handle:
@@ -669,13 +651,12 @@ class ReportContent:
 
 def sample_rows_markdown(comparison: SampleComparison) -> str:
     """The sample comparison as a markdown table."""
-    clean = lambda text: str(text).replace("|", "\\|").replace("\n", " ")  # noqa: E731
     header = (["prompt"] if comparison.aligned else []) + list(comparison.objectives)
     rows = []
     for prompt, cells in comparison.rows:
-        shown = [f"{clean(c)} (score {format_number(s)})" if comparison.aligned else f"**{clean(p)}** {clean(c)} (score {format_number(s)})"
+        shown = [f"{markdown_cell(c)} (score {format_number(s)})" if comparison.aligned else f"**{markdown_cell(p)}** {markdown_cell(c)} (score {format_number(s)})"
                  for p, c, s in cells]
-        rows.append(([clean(prompt)] if comparison.aligned else []) + shown)
+        rows.append(([markdown_cell(prompt)] if comparison.aligned else []) + shown)
     return markdown_table(header, rows)
 
 
