@@ -33,7 +33,11 @@ def final_score(run_dir: Path) -> tuple[float, int, float] | None:
     total = json.loads(config.read_text())["ppo"]["total_steps"]
     if not records or records[-1]["global_step"] + records[-1]["global_step"] // records[-1]["iteration"] <= total:
         return None
-    return records[-1]["episode_return"], records[-1]["global_step"], float(np.mean([r["sps"] for r in records[1:]] or [0.0]))
+    return (
+        records[-1]["episode_return"],
+        records[-1]["global_step"],
+        float(np.mean([r["sps"] for r in records[1:]] or [0.0])),
+    )
 
 
 def table(runs_dir: Path) -> str:
@@ -48,11 +52,16 @@ def table(runs_dir: Path) -> str:
         scores.setdefault((env_id, objective), []).append(score[0])
         speeds.setdefault((env_id, objective), []).append(score[2])
         steps[(env_id, objective)] = score[1]
-    lines = ["| env | objective | steps | seeds | return (last 100 episodes) | per seed | steps/s |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| env | objective | steps | seeds | return (last 100 episodes) | per seed | steps/s |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for (env_id, objective), values in sorted(scores.items()):
         per_seed = ", ".join(f"{v:.0f}" for v in values)
         lines.append(
-            f"| {env_id} | {objective} | {steps[(env_id, objective)]:,} | {len(values)} | {np.mean(values):.0f} ± {np.std(values):.0f} | {per_seed} | {np.mean(speeds[(env_id, objective)]):.0f} |"
+            f"| {env_id} | {objective} | {steps[(env_id, objective)]:,} | {len(values)} "
+            f"| {np.mean(values):.0f} ± {np.std(values):.0f} | {per_seed} "
+            f"| {np.mean(speeds[(env_id, objective)]):.0f} |"
         )
     return "\n".join(lines)
 
@@ -76,10 +85,23 @@ def main() -> None:
                     if final_score(run_dir) is not None:
                         print(f"{name}: done already")
                         continue
-                    command = [sys.executable, "-m", "agents.cli", "train", "--env-id", env_id, "--seed", str(seed),
-                               "--total-steps", str(args.total_steps), "--runs-dir", str(args.runs_dir), "--no-progress"]
+                    command = [
+                        sys.executable,
+                        "-m",
+                        "agents",
+                        "train",
+                        "--env-id",
+                        env_id,
+                        "--seed",
+                        str(seed),
+                        "--total-steps",
+                        str(args.total_steps),
+                        "--runs-dir",
+                        str(args.runs_dir),
+                        "--no-progress",
+                    ]
                     if (run_dir / "checkpoints" / "latest.pt").exists():
-                        command = [sys.executable, "-m", "agents.cli", "train", "--resume", str(run_dir), "--no-progress"]
+                        command = [sys.executable, "-m", "agents", "train", "--resume", str(run_dir), "--no-progress"]
                     else:
                         command += ["--run-name", name, objective]
                     started = time.time()

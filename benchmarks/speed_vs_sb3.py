@@ -39,8 +39,21 @@ def stable_baselines3(env_id: str, iterations: int) -> dict:
 
     torch.set_num_threads(1)
     model = PPO(
-        "MlpPolicy", env_id, n_steps=STEPS, batch_size=64, n_epochs=10, learning_rate=3e-4, gamma=0.99, gae_lambda=0.95,
-        clip_range=0.2, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5, device="cpu", seed=0, verbose=0,
+        "MlpPolicy",
+        env_id,
+        n_steps=STEPS,
+        batch_size=64,
+        n_epochs=10,
+        learning_rate=3e-4,
+        gamma=0.99,
+        gae_lambda=0.95,
+        clip_range=0.2,
+        ent_coef=0.0,
+        vf_coef=0.5,
+        max_grad_norm=0.5,
+        device="cpu",
+        seed=0,
+        verbose=0,
         policy_kwargs={"net_arch": {"pi": [64, 64], "vf": [64, 64]}, "activation_fn": torch.nn.Tanh},
     )
     start = time.perf_counter()
@@ -55,14 +68,23 @@ def this_ppo(env_id: str, iterations: int, compile: bool, threads: int = 1) -> d
     import tempfile
     from pathlib import Path
 
-    from agents.config import MujocoEnvConfig, PPOConfig, RunConfig, TrainConfig
-    from agents.train import train
+    from agents.core.config import PPOConfig
+    from agents.runs.config import RunConfig
+    from agents.walkers.config import MujocoEnvConfig, TrainConfig
+    from agents.walkers.train import train
 
     with tempfile.TemporaryDirectory() as runs:
         config = TrainConfig(
             env=MujocoEnvConfig(env_id=env_id),
             ppo=PPOConfig(total_steps=STEPS * (iterations + 1)),
-            run=RunConfig(runs_dir=Path(runs), run_name="bench", compile=compile, progress=False, checkpoint_every=10_000, torch_threads=threads),
+            run=RunConfig(
+                runs_dir=Path(runs),
+                run_name="bench",
+                compile=compile,
+                progress=False,
+                checkpoint_every=10_000,
+                torch_threads=threads,
+            ),
         )
         start = time.perf_counter()
         run_dir = train(config)
@@ -89,7 +111,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env-id", default="Hopper-v5")
     parser.add_argument("--iterations", type=int, default=10, help="timed PPO iterations of 2048 steps each")
-    parser.add_argument("--only", choices=["raw", "sb3", "ours", "ours-eager", "ours-2-threads"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--only", choices=["raw", "sb3", "ours", "ours-eager", "ours-2-threads"], help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.only:
         result = {
@@ -105,14 +129,22 @@ def main() -> None:
     raw, sb3 = results["raw"]["steps_per_second"], results["sb3"]["steps_per_second"]
     print(f"{args.env_id}, {args.iterations} timed iterations of {STEPS} steps, 1 torch thread")
     print(f"{'contender':<34}{'steps/s':>10}{'vs SB3':>9}{'vs raw env':>12}")
-    labels = {"raw": "raw env, random actions", "sb3": "Stable-Baselines3 PPO", "ours": "this PPO (torch.compile)", "ours-eager": "this PPO (--no-compile)", "ours-2-threads": "this PPO (--torch-threads 2)"}
+    labels = {
+        "raw": "raw env, random actions",
+        "sb3": "Stable-Baselines3 PPO",
+        "ours": "this PPO (torch.compile)",
+        "ours-eager": "this PPO (--no-compile)",
+        "ours-2-threads": "this PPO (--torch-threads 2)",
+    }
     for name, result in results.items():
         sps = result["steps_per_second"]
         print(f"{labels[name]:<34}{sps:>10.0f}{sps / sb3:>8.2f}x{sps / raw:>11.0%}")
     ours = results["ours"]
     print(
-        f"this PPO per iteration: rollout {ours['rollout_seconds_per_iteration']:.3f} s, update {ours['update_seconds_per_iteration']:.3f} s; "
-        f"first iteration (compile) {ours['warmup_seconds']:.1f} s; SB3 first iteration {results['sb3']['warmup_seconds']:.1f} s"
+        f"this PPO per iteration: rollout {ours['rollout_seconds_per_iteration']:.3f} s, "
+        f"update {ours['update_seconds_per_iteration']:.3f} s; "
+        f"first iteration (compile) {ours['warmup_seconds']:.1f} s; "
+        f"SB3 first iteration {results['sb3']['warmup_seconds']:.1f} s"
     )
 
 

@@ -3,7 +3,7 @@
 Default model (SmolLM2-135M-Instruct, fp32, CPU), 8 prompts of about 11 tokens, 1 torch thread unless
 ``--threads``. Three measurements, one after another in this run:
 
-1. Sampling with the key/value cache (``agents.lm.sample_responses``) for 32 and 128 new tokens, EOS
+1. Sampling with the key/value cache (``agents.text.actor_critic.sample_responses``) for 32 and 128 new tokens, EOS
    disabled so every row generates the full length: seconds per generated token must stay flat.
    The same for a loop that re-runs the whole prefix at every token (what a naive per-token env does).
 2. ``ppo train text`` iterations on the sentiment task (8 review openings of 8 words, about 11 tokens;
@@ -43,10 +43,14 @@ PROMPTS = [
 
 def sampling_cost(lm, tokenizer, new_tokens: int, use_cache: bool) -> float:
     """Seconds per generated token for the 8 prompts, EOS never stopping a row."""
-    from agents.lm import inverse_cdf_sample, sample_responses
-    from agents.text_rollout import left_pad
+    from agents.text.actor_critic import inverse_cdf_sample, sample_responses
+    from agents.text.rollout import left_pad
 
-    ids, mask = left_pad([tokenizer(p, add_special_tokens=False)["input_ids"] for p in PROMPTS], tokenizer.pad_token_id or 0, torch.device("cpu"))
+    ids, mask = left_pad(
+        [tokenizer(p, add_special_tokens=False)["input_ids"] for p in PROMPTS],
+        tokenizer.pad_token_id or 0,
+        torch.device("cpu"),
+    )
     uniforms = torch.rand(len(PROMPTS), new_tokens, generator=torch.Generator().manual_seed(0))
     start = time.perf_counter()
     if use_cache:
@@ -62,14 +66,31 @@ def sampling_cost(lm, tokenizer, new_tokens: int, use_cache: bool) -> float:
 
 
 def ppo_iterations(iterations: int, threads: int, lora_rank: int = 0) -> dict:
-    from agents.config import TEXT_PPO_DEFAULTS, RunConfig, SentimentTaskConfig, TextEnvConfig, TextTrainConfig
-    from agents.train_text import train_text
+    from agents.runs.config import RunConfig
+    from agents.text.config import TEXT_PPO_DEFAULTS, TextEnvConfig, TextTrainConfig
+    from agents.text.train import train_text
+    from envs.text.tasks import SentimentTaskConfig
 
     with tempfile.TemporaryDirectory() as runs:
         config = TextTrainConfig(
-            text=TextEnvConfig(task=SentimentTaskConfig(reward_model="lexicon"), prompts_per_iteration=8, max_new_tokens=32, forward_batch=8, lora_rank=lora_rank),
-            ppo=TEXT_PPO_DEFAULTS.__class__(**{**TEXT_PPO_DEFAULTS.__dict__, "total_steps": 8 * 32 * iterations, "epochs": 4, "minibatch_size": 8}),
-            run=RunConfig(runs_dir=Path(runs), run_name="bench", progress=False, compile=False, torch_threads=threads, checkpoint_every=10_000),
+            text=TextEnvConfig(
+                task=SentimentTaskConfig(reward_model="lexicon"),
+                prompts_per_iteration=8,
+                max_new_tokens=32,
+                forward_batch=8,
+                lora_rank=lora_rank,
+            ),
+            ppo=TEXT_PPO_DEFAULTS.__class__(
+                **{**TEXT_PPO_DEFAULTS.__dict__, "total_steps": 8 * 32 * iterations, "epochs": 4, "minibatch_size": 8}
+            ),
+            run=RunConfig(
+                runs_dir=Path(runs),
+                run_name="bench",
+                progress=False,
+                compile=False,
+                torch_threads=threads,
+                checkpoint_every=10_000,
+            ),
         )
         train_text(config)
         records = [json.loads(line) for line in (Path(runs) / "bench" / "metrics.jsonl").read_text().splitlines()]
@@ -89,15 +110,29 @@ def ppo_iterations(iterations: int, threads: int, lora_rank: int = 0) -> dict:
 
 def ppo_in_subprocess(args: argparse.Namespace, lora_rank: int) -> dict:
     """``ppo_iterations`` in a fresh process, so its peak memory is its own."""
-    command = [sys.executable, __file__, "--only-ppo", "--lora-rank", str(lora_rank), "--threads", str(args.threads), "--iterations", str(args.iterations)]
-    return json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+    command = [
+        sys.executable,
+        __file__,
+        "--only-ppo",
+        "--lora-rank",
+        str(lora_rank),
+        "--threads",
+        str(args.threads),
+        "--iterations",
+        str(args.iterations),
+    ]
+    return json.loads(
+        subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--iterations", type=int, default=4, help="PPO iterations (the first is not timed)")
-    parser.add_argument("--trl-python", type=Path, help="python of a venv with trl==1.12.0 (see benchmarks/trl_ppo_baseline.py)")
+    parser.add_argument(
+        "--trl-python", type=Path, help="python of a venv with trl==1.12.0 (see benchmarks/trl_ppo_baseline.py)"
+    )
     parser.add_argument("--trl-updates", type=int, default=3)
     parser.add_argument("--skip-sampling", action="store_true", help="skip measurement 1")
     parser.add_argument("--only-ppo", action="store_true", help=argparse.SUPPRESS)
@@ -114,22 +149,46 @@ def main() -> None:
     for use_cache in () if args.skip_sampling else (True, False):
         costs = {n: sampling_cost(lm, tokenizer, n, use_cache) for n in (32, 128)}
         label = "KV cache (ours)" if use_cache else "full prefix per token"
-        print(f"sampling, {label:<22}: {costs[32] * 1e3:6.1f} ms/token at 32, {costs[128] * 1e3:6.1f} ms/token at 128 "
-              f"(x{costs[128] / costs[32]:.2f}); {1 / costs[32]:.0f} tokens/s at 32")
+        print(
+            f"sampling, {label:<22}: {costs[32] * 1e3:6.1f} ms/token at 32, {costs[128] * 1e3:6.1f} ms/token at 128 "
+            f"(x{costs[128] / costs[32]:.2f}); {1 / costs[32]:.0f} tokens/s at 32"
+        )
     del lm
     ours = ppo_in_subprocess(args, lora_rank=0)
     lora = ppo_in_subprocess(args, lora_rank=8)
     for label, result in (("this PPO, full fine-tuning", ours), ("this PPO, LoRA rank 8", lora)):
-        print(f"{label}: {result['seconds_per_iteration']:.1f} s per iteration (rollout {result['rollout_seconds']:.1f} s, update {result['update_seconds']:.1f} s), "
-              f"{result['generated_tokens_per_second']:.1f} generated tokens/s of PPO, mean response {result['mean_response_length']:.1f} tokens, peak {result['peak_rss_gb']:.1f} GB")
+        print(
+            f"{label}: {result['seconds_per_iteration']:.1f} s per iteration "
+            f"(rollout {result['rollout_seconds']:.1f} s, update {result['update_seconds']:.1f} s), "
+            f"{result['generated_tokens_per_second']:.1f} generated tokens/s of PPO, "
+            f"mean response {result['mean_response_length']:.1f} tokens, peak {result['peak_rss_gb']:.1f} GB"
+        )
     if args.trl_python:
-        command = [str(args.trl_python), str(Path(__file__).with_name("trl_ppo_baseline.py")), "--updates", str(args.trl_updates),
-                   "--threads", str(args.threads), "--new-tokens", "32", "--batch", "8"]
-        trl = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+        command = [
+            str(args.trl_python),
+            str(Path(__file__).with_name("trl_ppo_baseline.py")),
+            "--updates",
+            str(args.trl_updates),
+            "--threads",
+            str(args.threads),
+            "--new-tokens",
+            "32",
+            "--batch",
+            "8",
+        ]
+        trl = json.loads(
+            subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        )
         trl_rate = trl["tokens_per_update"] / trl["seconds_per_update"]
-        print(f"TRL {trl.get('trl_version')} PPOTrainer: {trl['seconds_per_update']:.1f} s per update, {trl_rate:.1f} generated tokens/s of PPO, "
-              f"peak {trl.get('peak_rss_gb', float('nan')):.1f} GB")
-        print(f"ratio (ours / TRL, generated tokens per second of PPO): {ours['generated_tokens_per_second'] / trl_rate:.2f}x")
+        print(
+            f"TRL {trl.get('trl_version')} PPOTrainer: {trl['seconds_per_update']:.1f} s per update, "
+            f"{trl_rate:.1f} generated tokens/s of PPO, "
+            f"peak {trl.get('peak_rss_gb', float('nan')):.1f} GB"
+        )
+        print(
+            "ratio (ours / TRL, generated tokens per second of PPO): "
+            f"{ours['generated_tokens_per_second'] / trl_rate:.2f}x"
+        )
     print(json.dumps({"ours": ours, "lora": lora}), file=sys.stderr)
 
 

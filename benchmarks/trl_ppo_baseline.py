@@ -1,8 +1,8 @@
 """Seconds per PPO update of TRL's PPOTrainer (TRL 1.12.0) on SmolLM2-135M-Instruct, on CPU.
 
 What it measures
-    Wall-clock time of each PPO update of ``trl.experimental.ppo.PPOTrainer`` in the setting of
-    shared/reference.md ("RLHF-style PPO on language models"): SmolLM2-135M-Instruct in fp32 as
+    Wall-clock time of each PPO update of ``trl.experimental.ppo.PPOTrainer`` in the classic RLHF
+    setting (docs/sources.md, "PPO on language models"): SmolLM2-135M-Instruct in fp32 as
     the policy, a frozen copy as the reference policy, a separate value model and a reward model
     (both SmolLM2 backbones with a 1-output score head), a batch of 8 hard-coded IMDB-style prompts
     of about 11 tokens, 32 sampled new tokens at temperature 1.0 with no stop token, 4 PPO epochs,
@@ -145,7 +145,7 @@ def load_models(torch, seed: int):
     def scalar_head_model(zero_head: bool):
         torch.manual_seed(seed)
         m = AutoModelForSequenceClassification.from_config(config_cls.from_dict({**cfg_dict, "num_labels": 1}))
-        backbone = {k[len("model."):]: v for k, v in state.items() if k.startswith("model.")}
+        backbone = {k[len("model.") :]: v for k, v in state.items() if k.startswith("model.")}
         m.model.load_state_dict(backbone)
         if zero_head:
             torch.nn.init.zeros_(m.score.weight)
@@ -155,7 +155,7 @@ def load_models(torch, seed: int):
     ref_policy = causal_lm()
     value_model = scalar_head_model(zero_head=True)
     reward_model = scalar_head_model(zero_head=False)
-    del state
+    state.clear()  # the four models hold copies; free the loaded weights
     return tok, policy, ref_policy, value_model, reward_model
 
 

@@ -22,17 +22,28 @@ class EnvironmentError(ValueError):
 
 
 def check_env_id(env_id: str) -> gym.spaces.Box:
-    """Build ``env_id`` once and return its action space; a clear one-line error if it is not a Box-action MuJoCo task."""
+    """Build ``env_id`` once and return its action space; a clear one-line error if it is not a Box-action
+    MuJoCo task.
+    """
     try:
         env = gym.make(env_id)
     except gym.error.Error as error:
-        known = ", ".join(sorted(i for i, spec in gym.registry.items() if "mujoco" in str(spec.entry_point) and i.endswith("-v5")))
-        raise EnvironmentError(f"unknown environment id {env_id!r} ({type(error).__name__}); MuJoCo v5 ids: {known}") from error
+        known = ", ".join(
+            sorted(i for i, spec in gym.registry.items() if "mujoco" in str(spec.entry_point) and i.endswith("-v5"))
+        )
+        raise EnvironmentError(
+            f"unknown environment id {env_id!r} ({type(error).__name__}); MuJoCo v5 ids: {known}"
+        ) from error
     try:
         if not isinstance(env.unwrapped, MujocoEnv):
-            raise EnvironmentError(f"{env_id!r} is not a MuJoCo environment; this trainer takes Gymnasium MuJoCo ids such as Hopper-v5")
+            raise EnvironmentError(
+                f"{env_id!r} is not a MuJoCo environment; this trainer takes Gymnasium MuJoCo ids such as Hopper-v5"
+            )
         if not isinstance(env.action_space, gym.spaces.Box):
-            raise EnvironmentError(f"{env_id!r} has a {type(env.action_space).__name__} action space; the Gaussian policy needs Box actions")
+            raise EnvironmentError(
+                f"{env_id!r} has a {type(env.action_space).__name__} action space; "
+                "the Gaussian policy needs Box actions"
+            )
         return env.action_space
     finally:
         env.close()
@@ -65,7 +76,7 @@ def make_vector_env(env_id: str, num_envs: int, render_mode: str | None = None) 
     """``num_envs`` copies of ``env_id`` stepped in this process with same-step autoreset.
 
     Synchronous on purpose: on a 2-core machine worker processes cost more in IPC than they save
-    (reference.md: AsyncVectorEnv x2 about 6,000 steps/s against about 13,700 for one env).
+    (measured on a 2-vCPU machine: AsyncVectorEnv x2 about 6,000 steps/s against about 13,700 for one env).
     Seed it with ``reset(seed=seed)``: env ``i`` gets ``seed + i``.
     """
     check_env_id(env_id)
@@ -111,7 +122,9 @@ def restore_vector_env(envs: SyncVectorEnv, snapshots: list[dict]) -> None:
         inner = env.unwrapped
         expected = mujoco.mj_stateSize(inner.model, STATE_SPEC)
         if snapshot["mujoco_state"].shape != (expected,):
-            raise ValueError("checkpoint environment state does not match this environment's model; was it saved for another env id?")
+            raise ValueError(
+                "checkpoint environment state does not match this environment's model; was it saved for another env id?"
+            )
         mujoco.mj_setState(inner.model, inner.data, snapshot["mujoco_state"], STATE_SPEC)
         time_limit = _time_limit(env)
         if time_limit is not None:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Set up (first time only) and run the whole test suite, slow end-to-end tests included; extra arguments go to pytest.
+# Set up (first time only), run the architecture and style checks, then the whole test suite, slow end-to-end tests
+# included; extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/lint.sh
 exec .venv/bin/python -m pytest "$@"

@@ -1,4 +1,6 @@
-"""``ppo compare`` and ``ppo report``: grid expansion, presets, resume, failures, report numbers and files, bad input."""
+"""``ppo compare`` and ``ppo report``: grid expansion, presets, resume, failures, report numbers and files,
+bad input.
+"""
 
 import csv
 import json
@@ -11,8 +13,8 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from agents import cli
-from agents.compare import (
+from agents.commands import cli
+from agents.commands.compare import (
     PRESETS,
     CompareConfig,
     GridError,
@@ -23,23 +25,7 @@ from agents.compare import (
     resolve_presets,
     run_grid,
 )
-from agents.config import (
-    TEXT_PPO_DEFAULTS,
-    AdaptiveKL,
-    ArithmeticTaskConfig,
-    Clip,
-    FixedKL,
-    MujocoEnvConfig,
-    NoClip,
-    PPOConfig,
-    RunConfig,
-    SentimentTaskConfig,
-    TextEnvConfig,
-    TextTrainConfig,
-    TrainConfig,
-    config_to_dict,
-)
-from agents.report import (
+from agents.commands.report import (
     CURVE_FIGSIZE,
     FIGURE_DPI,
     PANEL_FIGSIZE,
@@ -50,12 +36,18 @@ from agents.report import (
     find_runs,
     load_run,
     mean_curve,
-    objective_label,
     random_policy_return,
     trailing_mean,
     write_report,
 )
-from agents.train import train
+from agents.core.config import PPOConfig
+from agents.core.objectives import Clip, FixedKL, NoClip, Penalty, objective_label
+from agents.runs.config import RunConfig, config_to_dict
+from agents.runs.reader import objective_of
+from agents.text.config import TEXT_PPO_DEFAULTS, TextEnvConfig, TextTrainConfig
+from agents.walkers.config import MujocoEnvConfig, TrainConfig
+from agents.walkers.train import train
+from envs.text.tasks import ArithmeticTaskConfig, SentimentTaskConfig
 from tests.conftest import run_ppo
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -64,12 +56,22 @@ TINY_MUJOCO = dict(total_steps=256, num_steps=128, minibatch_size=32, epochs=1, 
 
 def tiny_grid(tmp_path: Path, **overrides) -> CompareConfig:
     """A grid of tiny InvertedPendulum cells under tmp_path/runs/grid, no report."""
-    settings = dict(envs=("InvertedPendulum-v5",), objectives=("clip",), seeds=(1,), runs_dir=tmp_path / "runs", name="grid", report=False, **TINY_MUJOCO)
+    settings = dict(
+        envs=("InvertedPendulum-v5",),
+        objectives=("clip",),
+        seeds=(1,),
+        runs_dir=tmp_path / "runs",
+        name="grid",
+        report=False,
+        **TINY_MUJOCO,
+    )
     return CompareConfig(**{**settings, **overrides})
 
 
 class RecordingRunner:
-    """Stands in for the subprocess: records each command and the state of the run folder it found, returns a fixed status."""
+    """Stands in for the subprocess: records each command and the state of the run folder it found, returns
+    a fixed status.
+    """
 
     def __init__(self, status_of=lambda command: 0):
         self.commands, self.status_of = [], status_of
@@ -84,23 +86,42 @@ class RecordingRunner:
 
 
 def test_presets_are_the_papers_eleven_settings_and_map_to_train_options():
-    assert list(PRESETS) == ["clip-0.1", "clip-0.2", "clip-0.3", "adaptive-kl-0.003", "adaptive-kl-0.01", "adaptive-kl-0.03",
-                             "fixed-kl-0.3", "fixed-kl-1", "fixed-kl-3", "fixed-kl-10", "no-clip"]
+    assert list(PRESETS) == [
+        "clip-0.1",
+        "clip-0.2",
+        "clip-0.3",
+        "penalty-0.003",
+        "penalty-0.01",
+        "penalty-0.03",
+        "fixed-kl-0.3",
+        "fixed-kl-1",
+        "fixed-kl-3",
+        "fixed-kl-10",
+        "no-clip",
+    ]
     assert PRESETS["clip-0.1"].objective_args == ("clip", "--clip-coef", "0.1")
-    assert PRESETS["adaptive-kl-0.003"].objective_args == ("penalty", "--kl-target", "0.003")
+    assert PRESETS["penalty-0.003"].objective_args == ("penalty", "--kl-target", "0.003")
     assert PRESETS["fixed-kl-0.3"].objective_args == ("fixed-kl", "--beta", "0.3")
     assert PRESETS["fixed-kl-10"].objective_args == ("fixed-kl", "--beta", "10")
     assert PRESETS["no-clip"].objective_args == ("no-clip",)
-    assert [p.name for p in resolve_presets(["clip", "clip-0.2", "penalty", "fixed-kl"])] == ["clip-0.2", "adaptive-kl-0.01", "fixed-kl-3"]
+    assert [p.name for p in resolve_presets(["clip", "clip-0.2", "penalty", "fixed-kl"])] == [
+        "clip-0.2",
+        "penalty-0.01",
+        "fixed-kl-3",
+    ]
     assert [p.name for p in resolve_presets(["paper"])] == list(PRESETS)
 
 
 def test_grid_expands_objectives_x_environments_x_seeds_in_order(tmp_path):
-    config = tiny_grid(tmp_path, envs=("InvertedPendulum-v5", "text:arithmetic"), objectives=("clip", "no-clip"), seeds=(1, 2))
+    config = tiny_grid(
+        tmp_path, envs=("InvertedPendulum-v5", "text:arithmetic"), objectives=("clip", "no-clip"), seeds=(1, 2)
+    )
     names = [cell.name for cell in expand_grid(config)]
     assert names == [
-        "InvertedPendulum-v5__clip-0.2__s1", "InvertedPendulum-v5__clip-0.2__s2", "text-arithmetic__clip-0.2__s1", "text-arithmetic__clip-0.2__s2",
-        "InvertedPendulum-v5__no-clip__s1", "InvertedPendulum-v5__no-clip__s2", "text-arithmetic__no-clip__s1", "text-arithmetic__no-clip__s2",
+        "InvertedPendulum-v5__clip-0.2__s1", "InvertedPendulum-v5__clip-0.2__s2",
+        "text-arithmetic__clip-0.2__s1", "text-arithmetic__clip-0.2__s2",
+        "InvertedPendulum-v5__no-clip__s1", "InvertedPendulum-v5__no-clip__s2",
+        "text-arithmetic__no-clip__s1", "text-arithmetic__no-clip__s2",
     ]  # fmt: skip
 
 
@@ -110,25 +131,49 @@ def test_each_cell_command_parses_to_its_preset_objective_and_options(tmp_path, 
     cell = expand_grid(config)[0]
     parsed = cell_config(cell, config, tmp_path / "runs" / "grid")
     assert parsed.objective == PRESETS[name].objective
-    assert (parsed.env.env_id, parsed.run.seed, parsed.run.torch_threads, parsed.run.compile) == ("InvertedPendulum-v5", 7, 1, False)
-    assert (parsed.ppo.total_steps, parsed.ppo.num_steps, parsed.ppo.minibatch_size, parsed.ppo.epochs) == (256, 128, 32, 1)
-    assert objective_label(config_to_dict(parsed)["objective"]) == name  # so ppo report groups the cell under the preset's name
+    assert (parsed.env.env_id, parsed.run.seed, parsed.run.torch_threads, parsed.run.compile) == (
+        "InvertedPendulum-v5",
+        7,
+        1,
+        False,
+    )
+    assert (parsed.ppo.total_steps, parsed.env.num_steps, parsed.ppo.minibatch_size, parsed.ppo.epochs) == (
+        256,
+        128,
+        32,
+        1,
+    )
+    assert (
+        objective_label(objective_of(config_to_dict(parsed))) == name
+    )  # so ppo report groups the cell under the preset's name
 
 
 def test_text_cells_run_ppo_train_text_with_the_model_and_task(tmp_path):
-    config = tiny_grid(tmp_path, envs=("text:arithmetic",), objectives=("penalty",), total_steps=1000, text_total_steps=64, model="tiny")
+    config = tiny_grid(
+        tmp_path,
+        envs=("text:arithmetic",),
+        objectives=("penalty",),
+        total_steps=1000,
+        text_total_steps=64,
+        model="tiny",
+    )
     cell = expand_grid(config)[0]
     parsed = cell_config(cell, config, tmp_path / "runs" / "grid")
     assert isinstance(parsed, TextTrainConfig) and isinstance(parsed.text.task, ArithmeticTaskConfig)
-    assert (parsed.text.model, parsed.ppo.total_steps, parsed.objective) == ("tiny", 64, AdaptiveKL(kl_target=0.01))
+    assert (parsed.text.model, parsed.ppo.total_steps, parsed.objective) == ("tiny", 64, Penalty(kl_target=0.01))
     assert parsed.ppo.epochs == TEXT_PPO_DEFAULTS.epochs  # MuJoCo-only options leave text's defaults alone
     command = plan_cell(cell, config, tmp_path / "runs" / "grid").command
-    assert command[:5] == (sys.executable, "-m", "agents.cli", "train", "text")
+    assert command[:5] == (sys.executable, "-m", "agents", "train", "text")
 
 
 def test_runs_of_ppo_train_and_ppo_compare_get_the_same_labels():
-    for objective, label in [(Clip(clip_coef=0.3), "clip-0.3"), (AdaptiveKL(kl_target=0.03), "adaptive-kl-0.03"), (FixedKL(beta=1.0), "fixed-kl-1"), (NoClip(), "no-clip")]:
-        assert objective_label(config_to_dict(TrainConfig(objective=objective))["objective"]) == label
+    for objective, label in [
+        (Clip(clip_coef=0.3), "clip-0.3"),
+        (Penalty(kl_target=0.03), "penalty-0.03"),
+        (FixedKL(beta=1.0), "fixed-kl-1"),
+        (NoClip(), "no-clip"),
+    ]:
+        assert objective_label(objective_of(config_to_dict(TrainConfig(objective=objective)))) == label
         assert label in PRESETS
 
 
@@ -169,7 +214,15 @@ def test_an_interrupted_cell_is_resumed_from_its_checkpoint_and_a_checkpointless
     runner = RecordingRunner(lambda command: folder_existed.append((grid_dir / unsaved.name).exists()) or 0)
     result = run_grid(config, runner)
     assert [p.action for p in result.plans] == ["resume", "start"]
-    assert runner.commands[0] == (sys.executable, "-m", "agents.cli", "train", "--resume", str(grid_dir / interrupted.name), "--no-progress")
+    assert runner.commands[0] == (
+        sys.executable,
+        "-m",
+        "agents",
+        "train",
+        "--resume",
+        str(grid_dir / interrupted.name),
+        "--no-progress",
+    )
     assert "--resume" not in runner.commands[1] and runner.commands[1][-3:] == ("clip", "--clip-coef", "0.2")
     assert folder_existed[1] is False  # the stale folder was cleared, so ppo train does not append to its metrics
 
@@ -178,15 +231,19 @@ def test_a_cell_made_with_another_budget_is_refused_not_mixed(tmp_path):
     config = tiny_grid(tmp_path)
     grid_dir = tmp_path / "runs" / "grid"
     cell = expand_grid(config)[0]
-    fake_run(grid_dir / cell.name, cell_config(cell, replace(config, total_steps=512), grid_dir), [128], checkpoint=True)
+    fake_run(
+        grid_dir / cell.name, cell_config(cell, replace(config, total_steps=512), grid_dir), [128], checkpoint=True
+    )
     with pytest.raises(GridError, match=r"ppo.total_steps: 512 \(on disk\) vs 256 \(asked\)"):
         run_grid(config, RecordingRunner())
 
 
 def test_a_failing_cell_is_reported_the_others_run_and_the_exit_status_is_1(tmp_path, monkeypatch, capsys):
     config = tiny_grid(tmp_path, objectives=("clip", "no-clip"), seeds=(1, 2))
-    runner = RecordingRunner(lambda command: 1 if "no-clip" in command and command[command.index("--seed") + 1] == "1" else 0)
-    monkeypatch.setattr("agents.compare.run_logged", runner)
+    runner = RecordingRunner(
+        lambda command: 1 if "no-clip" in command and command[command.index("--seed") + 1] == "1" else 0
+    )
+    monkeypatch.setattr("agents.commands.compare.run_logged", runner)
     assert compare_cli(config) == 1
     assert len(runner.commands) == 4
     failures = capsys.readouterr().err.splitlines()
@@ -199,12 +256,25 @@ def test_a_failing_cell_is_reported_the_others_run_and_the_exit_status_is_1(tmp_
 
 
 def mujoco_config(env_id: str, objective, seed: int) -> dict:
-    return config_to_dict(TrainConfig(env=MujocoEnvConfig(env_id=env_id), objective=objective, ppo=PPOConfig(total_steps=10_000, num_steps=1000), run=RunConfig(seed=seed)))
+    return config_to_dict(
+        TrainConfig(
+            env=MujocoEnvConfig(env_id=env_id, num_steps=1000),
+            objective=objective,
+            ppo=PPOConfig(total_steps=10_000),
+            run=RunConfig(seed=seed),
+        )
+    )
 
 
 def text_config(objective, seed: int) -> dict:
-    return config_to_dict(TextTrainConfig(text=TextEnvConfig(model="tiny", task=SentimentTaskConfig()), objective=objective,
-                                          ppo=replace(TEXT_PPO_DEFAULTS, total_steps=700), run=RunConfig(seed=seed)))
+    return config_to_dict(
+        TextTrainConfig(
+            text=TextEnvConfig(model="tiny", task=SentimentTaskConfig()),
+            objective=objective,
+            ppo=replace(TEXT_PPO_DEFAULTS, total_steps=700),
+            run=RunConfig(seed=seed),
+        )
+    )
 
 
 def write_run(run_dir: Path, config: dict, records: list[dict], samples: list[dict] | None = None) -> None:
@@ -217,52 +287,89 @@ def write_run(run_dir: Path, config: dict, records: list[dict], samples: list[di
 
 def mujoco_records(final_return: float, beta: float = 0.0) -> list[dict]:
     """Ten iterations of 1000 steps, the return rising linearly to ``final_return``."""
-    return [{"iteration": i, "global_step": 1000 * i, "episode_return": final_return * i / 10, "beta": beta,
-             "kl_after_update": 0.01 + 0.001 * i, "clip_fraction": 0.1} for i in range(1, 11)]
+    return [
+        {
+            "iteration": i,
+            "global_step": 1000 * i,
+            "episode_return": final_return * i / 10,
+            "beta": beta,
+            "kl_after_update": 0.01 + 0.001 * i,
+            "clip_fraction": 0.1,
+        }
+        for i in range(1, 11)
+    ]
 
 
 def text_records(rewards: list[float]) -> list[dict]:
-    return [{"iteration": i + 1, "global_step": 100 * (i + 1), "reward": r, "ref_kl": 0.5 * i, "response_length": 20.0 + i,
-             "task_learned_reward": r, "task_gold_lexicon": r / 2, "beta": 1.0, "kl_after_update": 0.01, "clip_fraction": 0.05}
-            for i, r in enumerate(rewards)]
+    return [
+        {
+            "iteration": i + 1,
+            "global_step": 100 * (i + 1),
+            "reward": r,
+            "ref_kl": 0.5 * i,
+            "response_length": 20.0 + i,
+            "task_learned_reward": r,
+            "task_gold_lexicon": r / 2,
+            "beta": 1.0,
+            "kl_after_update": 0.01,
+            "clip_fraction": 0.05,
+        }
+        for i, r in enumerate(rewards)
+    ]
 
 
 FINAL_RETURNS = {  # env -> objective -> final returns of seeds 1, 2
-    "Hopper-v5": {Clip(): [100.0, 200.0], AdaptiveKL(): [150.0, 150.0], NoClip(): [10.0, 30.0]},
-    "Walker2d-v5": {Clip(): [50.0, 70.0], AdaptiveKL(): [70.0, 90.0], NoClip(): [90.0, 110.0]},
+    "Hopper-v5": {Clip(): [100.0, 200.0], Penalty(): [150.0, 150.0], NoClip(): [10.0, 30.0]},
+    "Walker2d-v5": {Clip(): [50.0, 70.0], Penalty(): [70.0, 90.0], NoClip(): [90.0, 110.0]},
 }
 RANDOM_RETURNS = {"Hopper-v5": 0.0, "Walker2d-v5": 10.0}
-# By hand: Hopper means clip 150, adaptive-kl 150, no-clip 20 (best 150, random 0) -> 1, 1, 20/150.
-# Walker2d means clip 60, adaptive-kl 80, no-clip 100 (best 100, random 10) -> 50/90, 70/90, 1.
+# By hand: Hopper means clip 150, penalty 150, no-clip 20 (best 150, random 0) -> 1, 1, 20/150.
+# Walker2d means clip 60, penalty 80, no-clip 100 (best 100, random 10) -> 50/90, 70/90, 1.
 EXPECTED_NORMALIZED = {
-    ("Hopper-v5", "clip-0.2"): 1.0, ("Hopper-v5", "adaptive-kl-0.01"): 1.0, ("Hopper-v5", "no-clip"): 20 / 150,
-    ("Walker2d-v5", "clip-0.2"): 50 / 90, ("Walker2d-v5", "adaptive-kl-0.01"): 70 / 90, ("Walker2d-v5", "no-clip"): 1.0,
+    ("Hopper-v5", "clip-0.2"): 1.0, ("Hopper-v5", "penalty-0.01"): 1.0, ("Hopper-v5", "no-clip"): 20 / 150,
+    ("Walker2d-v5", "clip-0.2"): 50 / 90, ("Walker2d-v5", "penalty-0.01"): 70 / 90, ("Walker2d-v5", "no-clip"): 1.0,
 }  # fmt: skip
-EXPECTED_AVERAGE = {"clip-0.2": (1 + 50 / 90) / 2, "adaptive-kl-0.01": (1 + 70 / 90) / 2, "no-clip": (20 / 150 + 1) / 2}
-TEXT_REWARDS = {Clip(): {1: [9, 9, 1, 2, 3, 4, 5], 2: [9, 9, 3, 4, 5, 6, 7]}, AdaptiveKL(): {1: [0, 0, 0, 0, 0, 1, 1]}}
-# By hand: text final score = mean reward of the last 5 iterations: clip seeds 3 and 5 -> 4 ± 1; adaptive-kl 0.4 ± 0.
+EXPECTED_AVERAGE = {"clip-0.2": (1 + 50 / 90) / 2, "penalty-0.01": (1 + 70 / 90) / 2, "no-clip": (20 / 150 + 1) / 2}
+TEXT_REWARDS = {Clip(): {1: [9, 9, 1, 2, 3, 4, 5], 2: [9, 9, 3, 4, 5, 6, 7]}, Penalty(): {1: [0, 0, 0, 0, 0, 1, 1]}}
+# By hand: text final score = mean reward of the last 5 iterations: clip seeds 3 and 5 -> 4 ± 1; penalty 0.4 ± 0.
 
 
 @pytest.fixture
 def synthetic_runs(tmp_path):
-    """Two MuJoCo envs x three objectives x two seeds (one named like a plain ppo train run), plus text runs with samples."""
+    """Two MuJoCo envs x three objectives x two seeds (one named like a plain ppo train run), plus text runs
+    with samples.
+    """
     root = tmp_path / "runs"
     for env_id, by_objective in FINAL_RETURNS.items():
         for objective, finals in by_objective.items():
-            beta = 1.0 if isinstance(objective, AdaptiveKL) else 0.0
+            beta = 1.0 if isinstance(objective, Penalty) else 0.0
             for seed, final in zip((1, 2), finals):
                 config = mujoco_config(env_id, objective, seed)
                 if seed == 1:  # named as ppo compare names a cell
-                    run_dir = root / "grid" / f"{env_id}__{objective_label(config['objective'])}__s{seed}"
+                    run_dir = root / "grid" / f"{env_id}__{objective_label(objective_of(config))}__s{seed}"
                 else:  # named as ppo train names a run
                     run_dir = root / f"{env_id}__{config['objective']['name']}__s{seed}__20250101-000000"
                 write_run(run_dir, config, mujoco_records(final, beta))
     for objective, by_seed in TEXT_REWARDS.items():
         for seed, rewards in by_seed.items():
             prompts = ["The movie was", "I think"] if seed == 1 else ["Another prompt", "I think"]
-            samples = [{"iteration": i, "global_step": 100 * i, "samples": [{"prompt": p, "completion": f"{objective_label(text_config(objective, seed)['objective'])} says {i}", "score": float(i)} for p in prompts]}
-                       for i in (6, 7)]
-            write_run(root / "grid" / f"text-sentiment__{objective_label(text_config(objective, seed)['objective'])}__s{seed}", text_config(objective, seed), text_records(rewards), samples)
+            samples = [
+                {
+                    "iteration": i,
+                    "global_step": 100 * i,
+                    "samples": [
+                        {"prompt": p, "completion": f"{objective_label(objective)} says {i}", "score": float(i)}
+                        for p in prompts
+                    ],
+                }
+                for i in (6, 7)
+            ]
+            write_run(
+                root / "grid" / f"text-sentiment__{objective_label(objective)}__s{seed}",
+                text_config(objective, seed),
+                text_records(rewards),
+                samples,
+            )
     return root
 
 
@@ -286,18 +393,20 @@ def test_report_tables_hold_hand_computed_means_stds_and_normalised_scores(synth
     assert len(rows) == 2 * 3 + 2  # the ppo-train-named runs joined their compare-named siblings
     for env_id, by_objective in FINAL_RETURNS.items():
         for objective, finals in by_objective.items():
-            row = rows[(env_id, objective_label(mujoco_config(env_id, objective, 1)["objective"]))]
-            assert float(row["mean"]) == pytest.approx(np.mean(finals)) and float(row["std"]) == pytest.approx(np.std(finals))
+            row = rows[(env_id, objective_label(objective))]
+            assert float(row["mean"]) == pytest.approx(np.mean(finals)) and float(row["std"]) == pytest.approx(
+                np.std(finals)
+            )
             assert row["seeds"] == "1 2" and float(row["random_return"]) == RANDOM_RETURNS[env_id]
     for (env_id, label), expected in EXPECTED_NORMALIZED.items():
         assert float(rows[(env_id, label)]["normalized_score"]) == pytest.approx(expected)
     assert float(rows[("text:sentiment", "clip-0.2")]["mean"]) == pytest.approx(4.0)
     assert float(rows[("text:sentiment", "clip-0.2")]["std"]) == pytest.approx(1.0)
-    assert float(rows[("text:sentiment", "adaptive-kl-0.01")]["mean"]) == pytest.approx(0.4)
+    assert float(rows[("text:sentiment", "penalty-0.01")]["mean"]) == pytest.approx(0.4)
     assert rows[("text:sentiment", "clip-0.2")]["normalized_score"] == ""  # text is not normalised (documented)
 
     table1 = {r["objective"]: r for r in read_csv(out / "normalized_scores.csv")}
-    assert list(table1) == ["clip-0.2", "adaptive-kl-0.01", "no-clip"]  # the paper's order
+    assert list(table1) == ["clip-0.2", "penalty-0.01", "no-clip"]  # the paper's order
     for label, expected in EXPECTED_AVERAGE.items():
         assert float(table1[label]["average"]) == pytest.approx(expected)
     markdown = (out / "report.md").read_text()
@@ -305,7 +414,9 @@ def test_report_tables_hold_hand_computed_means_stds_and_normalised_scores(synth
     assert "| Hopper-v5 | clip-0.2 | 2 | 2/2 | 10,000 | 150.0 ± 50.0 | 100.0, 200.0 | 1.00 |" in markdown
 
 
-def test_report_figures_are_valid_pngs_of_the_documented_size_and_the_html_links_only_existing_files(synthetic_runs, tmp_path):
+def test_report_figures_are_valid_pngs_of_the_documented_size_and_the_html_links_only_existing_files(
+    synthetic_runs, tmp_path
+):
     out = tmp_path / "report"
     index = write_report(find_runs([synthetic_runs]), out, random_returns=RANDOM_RETURNS)
     pixels = lambda inches: (round(inches[1] * FIGURE_DPI), round(inches[0] * FIGURE_DPI))  # noqa: E731
@@ -318,7 +429,13 @@ def test_report_figures_are_valid_pngs_of_the_documented_size_and_the_html_links
 
     page = index.read_text()
     links = re.findall(r"(?:src|href)='([^']+)'", page)
-    assert {"learning_curves.png", "diagnostics_Hopper-v5.png", "text_text-sentiment.png", "final_scores.csv", "normalized_scores.csv"} <= set(links)
+    assert {
+        "learning_curves.png",
+        "diagnostics_Hopper-v5.png",
+        "text_text-sentiment.png",
+        "final_scores.csv",
+        "normalized_scores.csv",
+    } <= set(links)
     assert all((out / link).is_file() for link in links), [link for link in links if not (out / link).is_file()]
     assert not re.search(r"(?:src|href)=['\"](?:/|https?:)", page)
     for link in re.findall(r"\]\(([^)]+)\)", (out / "report.md").read_text()):
@@ -330,8 +447,8 @@ def test_sample_completions_line_up_by_prompt_or_sit_side_by_side(synthetic_runs
     write_report(find_runs([synthetic_runs]), out, random_returns=RANDOM_RETURNS)
     markdown = (out / "report.md").read_text()
     assert "Lined up by prompt" in markdown  # seed 1 of each objective shares both prompts in its last iteration
-    assert "| The movie was | clip-0.2 says 7 (score 7.000) | adaptive-kl-0.01 says 7 (score 7.000) |" in markdown
-    for run in (synthetic_runs / "grid").glob("text-sentiment__adaptive-kl-0.01__s1"):
+    assert "| The movie was | clip-0.2 says 7 (score 7.000) | penalty-0.01 says 7 (score 7.000) |" in markdown
+    for run in (synthetic_runs / "grid").glob("text-sentiment__penalty-0.01__s1"):
         samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
         for line in samples:
             for row in line["samples"]:
@@ -343,12 +460,35 @@ def test_sample_completions_line_up_by_prompt_or_sit_side_by_side(synthetic_runs
 
 
 def test_mean_curve_interpolates_seeds_onto_a_common_grid(tmp_path):
-    write_run(tmp_path / "a", mujoco_config("Hopper-v5", Clip(), 1), [{"iteration": i, "global_step": x, "episode_return": y} for i, (x, y) in enumerate([(0, 0), (10, 10), (20, 20)], 1)])
-    write_run(tmp_path / "b", mujoco_config("Hopper-v5", Clip(), 2), [{"iteration": 1, "global_step": 0, "episode_return": 0}, {"iteration": 2, "global_step": 20, "episode_return": 40}])
-    write_run(tmp_path / "c", mujoco_config("Hopper-v5", Clip(), 3), [{"iteration": 1, "global_step": 0, "episode_return": None}, {"iteration": 2, "global_step": 10, "episode_return": 30}])
+    write_run(
+        tmp_path / "a",
+        mujoco_config("Hopper-v5", Clip(), 1),
+        [
+            {"iteration": i, "global_step": x, "episode_return": y}
+            for i, (x, y) in enumerate([(0, 0), (10, 10), (20, 20)], 1)
+        ],
+    )
+    write_run(
+        tmp_path / "b",
+        mujoco_config("Hopper-v5", Clip(), 2),
+        [
+            {"iteration": 1, "global_step": 0, "episode_return": 0},
+            {"iteration": 2, "global_step": 20, "episode_return": 40},
+        ],
+    )
+    write_run(
+        tmp_path / "c",
+        mujoco_config("Hopper-v5", Clip(), 3),
+        [
+            {"iteration": 1, "global_step": 0, "episode_return": None},
+            {"iteration": 2, "global_step": 10, "episode_return": 30},
+        ],
+    )
     curve = mean_curve([load_run(tmp_path / "a"), load_run(tmp_path / "b")], "episode_return", points=3)
     assert curve.x.tolist() == [0, 10, 20] and curve.mean.tolist() == [0, 15, 30] and curve.std.tolist() == [0, 5, 10]
-    shorter = mean_curve([load_run(tmp_path / "a"), load_run(tmp_path / "c")], "episode_return", points=3)  # c: one finite point, at 10
+    shorter = mean_curve(
+        [load_run(tmp_path / "a"), load_run(tmp_path / "c")], "episode_return", points=3
+    )  # c: one finite point, at 10
     assert shorter.mean[1] == 20 and shorter.mean[2] == 20 and shorter.std[2] == 0  # beyond c's range, a alone
 
 
@@ -361,7 +501,11 @@ def test_trailing_mean_matches_hand_computed_values():
 
 def test_smoothed_text_curve_ends_at_the_final_score(tmp_path):
     rewards = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
-    write_run(tmp_path / "t", text_config(Clip(), 1), [{"iteration": i, "global_step": 100 * i, "reward": r} for i, r in enumerate(rewards, 1)])
+    write_run(
+        tmp_path / "t",
+        text_config(Clip(), 1),
+        [{"iteration": i, "global_step": 100 * i, "reward": r} for i, r in enumerate(rewards, 1)],
+    )
     run = load_run(tmp_path / "t")
     curve = mean_curve([run], "reward", points=len(rewards), smoothing=TEXT_SMOOTHING)
     assert curve.mean[-1] == pytest.approx(final_score(run)) == pytest.approx(np.mean(rewards[-TEXT_SMOOTHING:]))
@@ -370,12 +514,33 @@ def test_smoothed_text_curve_ends_at_the_final_score(tmp_path):
 
 def test_finished_runs_that_stop_a_few_tokens_apart_both_count_to_the_end(tmp_path):
     # text budget 700 tokens: "early" finishes at 700, "late" at 800; an unfinished run stops at 300
-    write_run(tmp_path / "early", text_config(Clip(), 1), [{"iteration": i, "global_step": 100 * i, "reward": 1.0} for i in range(1, 8)])
-    write_run(tmp_path / "late", text_config(Clip(), 2), [{"iteration": i, "global_step": 100 * i, "reward": 3.0} for i in range(1, 9)])
-    write_run(tmp_path / "cut", text_config(Clip(), 3), [{"iteration": i, "global_step": 100 * i, "reward": 8.0} for i in range(1, 4)])
+    write_run(
+        tmp_path / "early",
+        text_config(Clip(), 1),
+        [{"iteration": i, "global_step": 100 * i, "reward": 1.0} for i in range(1, 8)],
+    )
+    write_run(
+        tmp_path / "late",
+        text_config(Clip(), 2),
+        [{"iteration": i, "global_step": 100 * i, "reward": 3.0} for i in range(1, 9)],
+    )
+    write_run(
+        tmp_path / "cut",
+        text_config(Clip(), 3),
+        [{"iteration": i, "global_step": 100 * i, "reward": 8.0} for i in range(1, 4)],
+    )
     curve = mean_curve([load_run(tmp_path / name) for name in ("early", "late", "cut")], "reward", points=8)
     assert curve.x.tolist() == [100, 200, 300, 400, 500, 600, 700, 800]
-    assert curve.mean.tolist() == [4.0, 4.0, 4.0, 2.0, 2.0, 2.0, 2.0, 2.0]  # "early" holds 1.0 at 800; "cut" drops out after 300
+    assert curve.mean.tolist() == [
+        4.0,
+        4.0,
+        4.0,
+        2.0,
+        2.0,
+        2.0,
+        2.0,
+        2.0,
+    ]  # "early" holds 1.0 at 800; "cut" drops out after 300
 
 
 def test_random_baseline_is_measured_cached_and_reused(tmp_path):
@@ -384,7 +549,10 @@ def test_random_baseline_is_measured_cached_and_reused(tmp_path):
     write_report(find_runs([tmp_path / "runs"]), out, random_episodes=3)
     cache = json.loads((out / "random_baselines.json").read_text())
     measured = random_policy_return("InvertedPendulum-v5", episodes=3)
-    assert cache["InvertedPendulum-v5"]["mean_return"] == pytest.approx(measured) and cache["InvertedPendulum-v5"]["episodes"] == 3
+    assert (
+        cache["InvertedPendulum-v5"]["mean_return"] == pytest.approx(measured)
+        and cache["InvertedPendulum-v5"]["episodes"] == 3
+    )
     assert 0 < measured < 50
     cache["InvertedPendulum-v5"]["mean_return"] = 40.0  # a cached value is reused, not measured again
     (out / "random_baselines.json").write_text(json.dumps(cache))
@@ -411,9 +579,15 @@ def cli_error(monkeypatch, *args: str) -> str:
         (["compare", "--objectives"], "empty grid: --objectives got no values"),
         (["compare", "--objectives", "clip", "clipp"], "unknown objective preset 'clipp'; known: clip-0.1, clip-0.2"),
         (["compare", "--envs", "Hoper-v5"], "unknown environment id 'Hoper-v5'"),
-        (["compare", "--envs", "text:poetry"], "unknown text task 'text:poetry'; text environments: text:sentiment, text:arithmetic"),
+        (
+            ["compare", "--envs", "text:poetry"],
+            "unknown text task 'text:poetry'; text environments: text:sentiment, text:arithmetic",
+        ),
         (["compare", "--jobs", "0"], "--jobs must be a positive integer"),
-        (["compare", "--minibatch-size", "100", "--num-steps", "128"], "--minibatch-size 100 does not divide the batch of 128"),
+        (
+            ["compare", "--minibatch-size", "100", "--num-steps", "128"],
+            "--minibatch-size 100 does not divide the batch of 128",
+        ),
         (["report"], "no run folders given"),
         (["report", "/nonexistent/runs"], "/nonexistent/runs does not exist"),
     ],
@@ -429,7 +603,9 @@ def test_report_over_a_folder_without_runs_is_a_one_line_error(tmp_path):
     (tmp_path / "empty" / "not-a-run").mkdir(parents=True)
     result = run_ppo("report", str(tmp_path / "empty"))
     assert result.returncode != 0
-    assert result.stderr.strip().splitlines() == [f"error: no runs under {tmp_path / 'empty'} (a run folder holds config.json and metrics.jsonl)"]
+    assert result.stderr.strip().splitlines() == [
+        f"error: no runs under {tmp_path / 'empty'} (a run folder holds config.json and metrics.jsonl)"
+    ]
 
 
 def test_runs_of_different_environments_are_refused_in_one_curve(synthetic_runs):
@@ -437,7 +613,10 @@ def test_runs_of_different_environments_are_refused_in_one_curve(synthetic_runs)
     hopper, walker = next(r for r in runs if r.env == "Hopper-v5"), next(r for r in runs if r.env == "Walker2d-v5")
     with pytest.raises(MixedEnvironmentsError) as error:
         mean_curve([hopper, walker], "episode_return")
-    assert str(error.value) == "refusing to put runs of different environments in one curve: Hopper-v5, Walker2d-v5; group them by environment"
+    assert (
+        str(error.value) == "refusing to put runs of different environments in one curve: Hopper-v5, Walker2d-v5; "
+        "group them by environment"
+    )
     assert isinstance(error.value, ReportError) and isinstance(error.value, ValueError)
 
 
@@ -446,15 +625,45 @@ def test_runs_of_different_environments_are_refused_in_one_curve(synthetic_runs)
 
 
 def test_ppo_compare_end_to_end_then_a_rerun_skips_everything(tmp_path):
-    args = ["compare", "--envs", "InvertedPendulum-v5", "--objectives", "clip", "no-clip", "--seeds", "1", "--runs-dir", str(tmp_path / "runs"),
-            "--name", "e2e", "--total-steps", "256", "--num-steps", "128", "--minibatch-size", "32", "--epochs", "1", "--no-compile", "--random-episodes", "2"]
+    args = [
+        "compare",
+        "--envs",
+        "InvertedPendulum-v5",
+        "--objectives",
+        "clip",
+        "no-clip",
+        "--seeds",
+        "1",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--name",
+        "e2e",
+        "--total-steps",
+        "256",
+        "--num-steps",
+        "128",
+        "--minibatch-size",
+        "32",
+        "--epochs",
+        "1",
+        "--no-compile",
+        "--random-episodes",
+        "2",
+    ]
     result = run_ppo(*args)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     grid = tmp_path / "runs" / "e2e"
     for name in ("InvertedPendulum-v5__clip-0.2__s1", "InvertedPendulum-v5__no-clip__s1"):
         assert load_run(grid / name).finished
     report = grid / "report"
-    for file in ("index.html", "report.md", "final_scores.csv", "normalized_scores.csv", "random_baselines.json", "learning_curves.png"):
+    for file in (
+        "index.html",
+        "report.md",
+        "final_scores.csv",
+        "normalized_scores.csv",
+        "random_baselines.json",
+        "learning_curves.png",
+    ):
         assert (report / file).is_file()
     assert {r["objective"] for r in read_csv(report / "final_scores.csv")} == {"clip-0.2", "no-clip"}
     again = run_ppo(*args, "--no-report")

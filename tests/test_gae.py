@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from agents.gae import compute_gae, masked_mean, whiten
+from agents.core.advantages import compute_gae, masked_mean, whiten
 
 
 def column(*values):

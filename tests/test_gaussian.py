@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from agents.gaussian import GaussianActorCritic, diagonal_gaussian_log_prob
+from agents.walkers.gaussian import GaussianActorCritic, diagonal_gaussian_log_prob
 
 
 def test_initialisation_follows_the_implementation_details():
@@ -62,10 +62,14 @@ def test_forward_evaluates_log_prob_entropy_value_and_kl():
     policy = GaussianActorCritic(4, 2)
     obs, actions = torch.randn(8, 4), torch.randn(8, 2)
     record = policy.rollout_record(obs, actions)
-    evaluation = policy({"obs": obs, "actions": actions, "old_mean": record["old_mean"], "old_log_std": record["old_log_std"]})
+    evaluation = policy(
+        {"obs": obs, "actions": actions, "old_mean": record["old_mean"], "old_log_std": record["old_log_std"]}
+    )
     torch.testing.assert_close(evaluation.logp, record["old_logp"])
     torch.testing.assert_close(evaluation.value, record["values"])
     assert evaluation.kl.abs().max().item() < 1e-6
     expected_entropy = torch.distributions.Normal(torch.zeros(2), torch.ones(2)).entropy().sum()
     torch.testing.assert_close(evaluation.entropy, expected_entropy.expand(8))
-    torch.testing.assert_close(evaluation.logp, diagonal_gaussian_log_prob(actions, record["old_mean"], torch.zeros(8, 2)))
+    torch.testing.assert_close(
+        evaluation.logp, diagonal_gaussian_log_prob(actions, record["old_mean"], torch.zeros(8, 2))
+    )

@@ -3,15 +3,17 @@
 import pytest
 import torch
 
-from agents.gaussian import diagonal_gaussian_log_prob
-from agents.kl import AdaptivePenalty, FixedPenalty, gaussian_kl, kl_k1, kl_k3
+from agents.core.kl import AdaptivePenalty, FixedPenalty, gaussian_kl, kl_k1, kl_k3
+from agents.walkers.gaussian import diagonal_gaussian_log_prob
 
 
 def test_gaussian_kl_hand_value_and_zero_for_equal():
     # 1-D: KL(N(0,1) || N(1,2^2)) = log 2 + (1 + 1) / 8 - 1/2
     import math
 
-    value = gaussian_kl(torch.tensor([[0.0]]), torch.tensor([[0.0]]), torch.tensor([[1.0]]), torch.tensor([[math.log(2.0)]]))
+    value = gaussian_kl(
+        torch.tensor([[0.0]]), torch.tensor([[0.0]]), torch.tensor([[1.0]]), torch.tensor([[math.log(2.0)]])
+    )
     assert value.item() == pytest.approx(math.log(2.0) + 2.0 / 8.0 - 0.5)
     mean, log_std = torch.randn(4, 3), torch.randn(4, 3)
     assert gaussian_kl(mean, log_std, mean, log_std).abs().max().item() < 1e-6
@@ -48,37 +50,37 @@ def test_log_prob_matches_torch_distributions():
 )
 def test_adaptive_penalty_thresholds(kl, expected_beta):
     penalty = AdaptivePenalty(beta=1.0, kl_target=0.01)
-    penalty.update(kl)
+    penalty.update(kl, 2048)
     assert penalty.beta == expected_beta
 
 
 def test_adaptive_penalty_state_round_trip_and_non_finite_kl():
     penalty = AdaptivePenalty(beta=1.0, kl_target=0.02)
-    penalty.update(1.0)
+    penalty.update(1.0, 2048)
     restored = AdaptivePenalty(beta=123.0, kl_target=0.5)
     restored.load_state_dict(penalty.state_dict())
     assert (restored.beta, restored.kl_target) == (2.0, 0.02)
     with pytest.raises(ValueError, match="non-finite"):
-        penalty.update(float("nan"))
+        penalty.update(float("nan"), 2048)
 
 
 def test_fixed_penalty_never_moves():
     penalty = FixedPenalty(beta=3.0)
     for kl in (0.0, 1.0, 100.0):
-        penalty.update(kl)
+        penalty.update(kl, 2048)
     assert penalty.beta == 3.0
 
 
 def test_proportional_kl_follows_the_ziegler_formula():
-    from agents.kl import ProportionalKL
+    from agents.core.kl import ProportionalKL
 
     controller = ProportionalKL(beta=0.2, kl_target=6.0, horizon=10_000)
-    controller.update(kl=9.0, n_steps=256)  # e = clip(9/6 - 1) = 0.2 (clipped from 0.5)
+    controller.update(kl=9.0, n=256)  # e = clip(9/6 - 1) = 0.2 (clipped from 0.5)
     assert controller.beta == pytest.approx(0.2 * (1 + 0.2 * 256 / 10_000))
-    controller.update(kl=5.4, n_steps=100)  # e = -0.1, inside the clip range
+    controller.update(kl=5.4, n=100)  # e = -0.1, inside the clip range
     assert controller.beta == pytest.approx(0.2 * (1 + 0.2 * 256 / 10_000) * (1 - 0.1 * 100 / 10_000))
     before = controller.beta
-    controller.update(kl=6.0, n_steps=1000)
+    controller.update(kl=6.0, n=1000)
     assert controller.beta == before
     restored = ProportionalKL(beta=1.0, kl_target=1.0, horizon=1)
     restored.load_state_dict(controller.state_dict())

@@ -2,15 +2,18 @@
 
 import pytest
 
-from agents.config import AdaptiveKL, Clip, MujocoEnvConfig, PPOConfig, RunConfig, TrainConfig
-from agents.evaluate import evaluate, load_policy
-from agents.train import train
+from agents.core.config import PPOConfig
+from agents.core.objectives import Clip, Penalty
+from agents.runs.config import RunConfig
+from agents.walkers.config import MujocoEnvConfig, TrainConfig
+from agents.walkers.evaluate import evaluate, load_policy
+from agents.walkers.train import train
 
 BUDGET = 40_960  # 20 iterations of 2048 steps; both objectives first reach 1000 at about 25k steps (seed 1)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("objective", [Clip(), AdaptiveKL()], ids=["clip", "penalty"])
+@pytest.mark.parametrize("objective", [Clip(), Penalty()], ids=["clip", "penalty"])
 def test_inverted_pendulum_reaches_900(tmp_path, objective):
     config = TrainConfig(
         env=MujocoEnvConfig(env_id="InvertedPendulum-v5"),
@@ -29,7 +32,13 @@ def test_help_lists_every_option_with_its_docstring():
     result = run_ppo("train", "--help")
     assert result.returncode == 0
     text = " ".join(result.stdout.replace("│", " ").split())  # undo the help box's line wrapping
-    for flag, words in [("--env-id", "Gymnasium id"), ("--num-envs", "SyncVectorEnv"), ("--minibatch-size", "paper: 64"), ("--torch-threads", "set_num_threads"), ("--resume", "latest checkpoint")]:
+    for flag, words in [
+        ("--env-id", "Gymnasium id"),
+        ("--num-envs", "SyncVectorEnv"),
+        ("--minibatch-size", "paper: 64"),
+        ("--torch-threads", "set_num_threads"),
+        ("--resume", "latest checkpoint"),
+    ]:
         assert flag in text and words in text
     for objective in ("clip", "penalty", "fixed-kl", "no-clip"):
         assert objective in text

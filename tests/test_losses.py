@@ -3,14 +3,24 @@
 import pytest
 import torch
 
-from agents.losses import SurrogateInputs, clip_fraction, clip_surrogate, entropy_bonus, kl_penalty_surrogate, unclipped_surrogate, value_loss
+from agents.core.losses import (
+    SurrogateInputs,
+    clip_fraction,
+    clip_surrogate,
+    entropy_bonus,
+    kl_penalty_surrogate,
+    unclipped_surrogate,
+    value_loss,
+)
 
 
 def inputs(log_ratio, advantages, kl=None):
     log_ratio = torch.tensor(log_ratio, dtype=torch.float64, requires_grad=True)
     advantages = torch.tensor(advantages, dtype=torch.float64)
     kl = torch.zeros_like(advantages) if kl is None else torch.tensor(kl, dtype=torch.float64)
-    return log_ratio, SurrogateInputs(log_ratio, torch.zeros_like(advantages), advantages, kl, torch.ones_like(advantages))
+    return log_ratio, SurrogateInputs(
+        log_ratio, torch.zeros_like(advantages), advantages, kl, torch.ones_like(advantages)
+    )
 
 
 def test_clip_at_ratio_one_is_minus_mean_advantage():
@@ -71,7 +81,9 @@ def test_value_loss_plain_and_clipped():
     # clipped: V=2 clipped to 0.5 -> (0.5-1)^2=0.25 < (2-1)^2=1: max keeps 1; V=0: both 1
     assert value_loss(values, old, returns, mask, 0.5).item() == pytest.approx(0.5)
     # clipping can only raise the loss: V=0.2 from old 0 towards R=1 clipped to 0.1 -> 0.81 > 0.64
-    assert value_loss(torch.tensor([0.2]), torch.tensor([0.0]), torch.tensor([1.0]), torch.ones(1), 0.1).item() == pytest.approx(0.5 * 0.81)
+    assert value_loss(
+        torch.tensor([0.2]), torch.tensor([0.0]), torch.tensor([1.0]), torch.ones(1), 0.1
+    ).item() == pytest.approx(0.5 * 0.81)
 
 
 def test_losses_ignore_masked_samples():

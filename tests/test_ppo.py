@@ -5,10 +5,12 @@ import copy
 import pytest
 import torch
 
-from agents.buffer import Minibatch, minibatch_indices
-from agents.config import AdaptiveKL, Clip, NoClip, PPOConfig
-from agents.gaussian import GaussianActorCritic
-from agents.ppo import AdamState, NonFiniteLossError, UpdateSchedule, adam_step, clip_by_global_norm, make_minibatch_step, ppo_update
+from agents.core.batch import Minibatch, minibatch_indices
+from agents.core.config import PPOConfig
+from agents.core.objectives import Clip, NoClip, Penalty
+from agents.core.optimizer import AdamState, adam_step, clip_by_global_norm
+from agents.core.update import NonFiniteLossError, UpdateSchedule, make_minibatch_step, ppo_update
+from agents.walkers.gaussian import GaussianActorCritic
 
 
 def test_adam_step_matches_torch_adam():
@@ -64,10 +66,15 @@ def stats_of_first_step(objective, cfg):
     step = make_minibatch_step(policy, objective, cfg, compile=False)
     batch = make_batch(policy)
     stats = step(params, AdamState(params), batch, torch.arange(64), torch.tensor(3e-4), torch.tensor(1.0))
-    return dict(zip(["policy_loss", "value_loss", "entropy", "k1", "k3", "kl_exact", "clip_fraction", "grad_norm"], stats.tolist()))
+    return dict(
+        zip(
+            ["policy_loss", "value_loss", "entropy", "k1", "k3", "kl_exact", "clip_fraction", "grad_norm"],
+            stats.tolist(),
+        )
+    )
 
 
-@pytest.mark.parametrize("objective", [Clip(), AdaptiveKL(), NoClip()])
+@pytest.mark.parametrize("objective", [Clip(), Penalty(), NoClip()])
 def test_first_minibatch_sees_ratio_one(objective):
     stats = stats_of_first_step(objective, PPOConfig())
     assert stats["k1"] == 0.0 and stats["k3"] == 0.0 and stats["kl_exact"] == 0.0
@@ -93,7 +100,7 @@ def test_compiled_step_matches_eager_step():
         policy = GaussianActorCritic(4, 2)
         params = {k: p.detach() for k, p in policy.named_parameters()}
         adam = AdamState(params)
-        step = make_minibatch_step(policy, AdaptiveKL(), PPOConfig(value_clip=0.2, ent_coef=0.01), compile=compiled)
+        step = make_minibatch_step(policy, Penalty(), PPOConfig(value_clip=0.2, ent_coef=0.01), compile=compiled)
         batch = make_batch(policy)
         for index in minibatch_indices(batch.size, 64, torch.Generator().manual_seed(3)):
             stats = step(params, adam, batch, index, torch.tensor(1e-3), torch.tensor(0.5))
@@ -111,7 +118,16 @@ def run_update(cfg: PPOConfig, learning_rate: float = 3e-4, spoil=None):
     step = make_minibatch_step(policy, Clip(), cfg, compile=False)
     batch = make_batch(policy)
     batch = spoil(batch) if spoil else batch
-    return ppo_update(policy, params, AdamState(params), step, batch, cfg, UpdateSchedule(learning_rate, 0.0), torch.Generator().manual_seed(0))
+    return ppo_update(
+        policy,
+        params,
+        AdamState(params),
+        step,
+        batch,
+        cfg,
+        UpdateSchedule(learning_rate, 0.0),
+        torch.Generator().manual_seed(0),
+    )
 
 
 def test_ppo_update_runs_all_epochs_and_reports_kl():
@@ -128,7 +144,10 @@ def test_target_kl_stops_after_the_first_epoch():
 
 def test_non_finite_loss_raises():
     with pytest.raises(NonFiniteLossError, match="value_loss"):
-        run_update(PPOConfig(epochs=1, minibatch_size=64), spoil=lambda batch: batch._replace(returns=torch.full_like(batch.returns, float("nan"))))
+        run_update(
+            PPOConfig(epochs=1, minibatch_size=64),
+            spoil=lambda batch: batch._replace(returns=torch.full_like(batch.returns, float("nan"))),
+        )
 
 
 def test_minibatch_indices_cover_every_item_once_per_epoch():
@@ -138,7 +157,7 @@ def test_minibatch_indices_cover_every_item_once_per_epoch():
 
 
 def test_fused_adam_step_matches_the_written_out_adam():
-    from agents.ppo import fused_adam_step
+    from agents.core.optimizer import fused_adam_step
 
     torch.manual_seed(0)
     ours = {"w": torch.randn(6, 4), "b": torch.randn(4)}

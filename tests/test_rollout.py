@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from agents.gaussian import GaussianActorCritic
-from agents.rollout import EpisodeTracker, RewardScaler, RunningMeanStd, collect_mujoco
+from agents.walkers.gaussian import GaussianActorCritic
+from agents.walkers.rollout import EpisodeTracker, RewardScaler, RunningMeanStd, collect_mujoco
 from envs.mujoco import EnvironmentError, check_env_id, make_vector_env, restore_vector_env, snapshot_vector_env
 
 
@@ -57,7 +57,17 @@ def test_truncated_steps_bootstrap_from_the_final_observation():
     while not hasattr(time_limit, "_max_episode_steps"):
         time_limit = time_limit.env
     time_limit._elapsed_steps = time_limit._max_episode_steps - 1
-    rollout = collect_mujoco(envs, policy, obs, 2, RewardScaler(0.99, 1, enabled=False), EpisodeTracker(1), np.random.default_rng(0), 0.99, 0.0)
+    rollout = collect_mujoco(
+        envs,
+        policy,
+        obs,
+        2,
+        RewardScaler(0.99, 1, enabled=False),
+        EpisodeTracker(1),
+        np.random.default_rng(0),
+        0.99,
+        0.0,
+    )
     batch = rollout.batch
     # lambda = 0: A_0 = r_0 + gamma * V(final obs) - V(s_0), with V(final obs) ~ 7 (not 0, not the reset obs's value)
     final_value = batch.returns[0].item() - 1.0
@@ -70,7 +80,9 @@ def test_rollout_shapes_and_unclipped_actions():
     torch.manual_seed(0)
     policy = GaussianActorCritic(11, 3, initial_log_std=1.0)  # std e: many actions outside [-1, 1]
     obs, _ = envs.reset(seed=0)
-    rollout = collect_mujoco(envs, policy, obs, 16, RewardScaler(0.99, 2), EpisodeTracker(2), np.random.default_rng(0), 0.99, 0.95)
+    rollout = collect_mujoco(
+        envs, policy, obs, 16, RewardScaler(0.99, 2), EpisodeTracker(2), np.random.default_rng(0), 0.99, 0.95
+    )
     assert rollout.batch.size == 32
     assert rollout.batch.inputs["actions"].abs().max().item() > 1.0
     assert rollout.observations.shape == (32, 11)

@@ -3,16 +3,17 @@
 import copy
 
 import gymnasium as gym
-import numpy as np
 import pytest
 import torch
 from gymnasium.utils.env_checker import check_env
 
 import envs.text  # noqa: F401 - registers ppo/TextGen-v0
-from agents.config import Clip, PPOConfig
-from agents.lm import LMActorCritic, ReferencePolicy, inverse_cdf_sample, sample_responses
-from agents.ppo import AdamState, UpdateSchedule, make_minibatch_step, ppo_update
-from agents.text_rollout import TextBatchSettings, collect_text, shaped_rewards
+from agents.core.config import PPOConfig
+from agents.core.objectives import Clip
+from agents.core.optimizer import AdamState
+from agents.core.update import UpdateSchedule, make_minibatch_step, ppo_update
+from agents.text.actor_critic import LMActorCritic, ReferencePolicy, inverse_cdf_sample, sample_responses
+from agents.text.rollout import TextBatchSettings, collect_text, shaped_rewards
 from envs.text.env import TextGenEnv
 from envs.text.models import build_tiny_model
 
@@ -29,19 +30,40 @@ def tiny():
 
 
 def settings(**overrides):
-    base = dict(max_new_tokens=10, max_prompt_tokens=16, temperature=1.0, forward_batch=3, gamma=1.0, gae_lambda=0.95, eos_penalty=None, whiten_advantages=True)
+    base = dict(
+        max_new_tokens=10,
+        max_prompt_tokens=16,
+        temperature=1.0,
+        forward_batch=3,
+        gamma=1.0,
+        gae_lambda=0.95,
+        eos_penalty=None,
+        whiten_advantages=True,
+    )
     return TextBatchSettings(**{**base, **overrides})
 
 
 def test_env_passes_the_gymnasium_checker(tiny):
     _, tokenizer = tiny
-    env = gym.make("ppo/TextGen-v0", tokenizer=tokenizer, prompts=PROMPTS, score=lambda p, c: letter_count(p, c)[0], max_new_tokens=6, max_prompt_tokens=8)
+    env = gym.make(
+        "ppo/TextGen-v0",
+        tokenizer=tokenizer,
+        prompts=PROMPTS,
+        score=lambda p, c: letter_count(p, c)[0],
+        max_new_tokens=6,
+        max_prompt_tokens=8,
+    )
     check_env(env.unwrapped, skip_render_check=True)
 
 
 def test_episode_ends_at_eos_and_at_the_limit_with_reward_only_at_the_end(tiny):
     _, tokenizer = tiny
-    before = copy.deepcopy(tokenizer.get_vocab()), tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.padding_side
+    before = (
+        copy.deepcopy(tokenizer.get_vocab()),
+        tokenizer.pad_token_id,
+        tokenizer.eos_token_id,
+        tokenizer.padding_side,
+    )
     env = TextGenEnv(tokenizer, PROMPTS, score=lambda p, c: [len(c[0]) + 1.0], max_new_tokens=4, max_prompt_tokens=8)
     obs, info = env.reset(seed=0, options={"prompt": "the movie was"})
     prompt_length = int(obs["attention_mask"].sum())
@@ -58,12 +80,23 @@ def test_episode_ends_at_eos_and_at_the_limit_with_reward_only_at_the_end(tiny):
     env.step(token)
     _, reward, terminated, _, info = env.step(tokenizer.eos_token_id)
     assert terminated and info["ended_with_eos"] and reward == len(info["completion"]) + 1.0
-    assert (copy.deepcopy(tokenizer.get_vocab()), tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.padding_side) == before
+    assert (
+        copy.deepcopy(tokenizer.get_vocab()),
+        tokenizer.pad_token_id,
+        tokenizer.eos_token_id,
+        tokenizer.padding_side,
+    ) == before
 
 
 def test_env_rejects_prompts_that_do_not_fit(tiny):
     _, tokenizer = tiny
-    env = TextGenEnv(tokenizer, ["the movie was great and the film was good"], score=lambda p, c: [0.0], max_new_tokens=4, max_prompt_tokens=3)
+    env = TextGenEnv(
+        tokenizer,
+        ["the movie was great and the film was good"],
+        score=lambda p, c: [0.0],
+        max_new_tokens=4,
+        max_prompt_tokens=3,
+    )
     with pytest.raises(ValueError, match="longer than max_prompt_tokens=3"):
         env.reset(seed=0)
     with pytest.raises(ValueError, match="at least one prompt"):
@@ -77,7 +110,9 @@ def test_single_env_and_batched_path_give_the_same_episodes(tiny):
     generator = torch.Generator().manual_seed(7)
     rollout = collect_text(policy, reference, tokenizer, PROMPTS, letter_count, settings(), 0.0, generator)
     uniforms = torch.rand(len(PROMPTS), 10, generator=torch.Generator().manual_seed(7))
-    env = TextGenEnv(tokenizer, PROMPTS, score=lambda p, c: letter_count(p, c)[0], max_new_tokens=10, max_prompt_tokens=16)
+    env = TextGenEnv(
+        tokenizer, PROMPTS, score=lambda p, c: letter_count(p, c)[0], max_new_tokens=10, max_prompt_tokens=16
+    )
     for row, prompt in enumerate(PROMPTS):
         obs, _ = env.reset(seed=0, options={"prompt": prompt})
         tokens, reward, terminated, t = [], 0.0, False, 0
@@ -99,13 +134,23 @@ def test_sampling_log_probs_equal_the_training_forward(tiny):
     policy = LMActorCritic(model, temperature=0.7)
     prompt_ids = torch.tensor([[0, 0, 5, 6], [7, 8, 9, 10]])
     prompt_mask = (torch.arange(4) >= torch.tensor([[2], [0]])).long()
-    sampled = sample_responses(model, prompt_ids, prompt_mask, torch.rand(2, 8, generator=torch.Generator().manual_seed(0)), 0.7, tokenizer.eos_token_id, tokenizer.pad_token_id)
-    evaluation = policy({
-        "input_ids": torch.cat([prompt_ids, sampled.response_ids], 1),
-        "attention_mask": torch.cat([prompt_mask, sampled.response_mask], 1),
-        "response_ids": sampled.response_ids,
-        "old_logp": sampled.sampled_logp,
-    })
+    sampled = sample_responses(
+        model,
+        prompt_ids,
+        prompt_mask,
+        torch.rand(2, 8, generator=torch.Generator().manual_seed(0)),
+        0.7,
+        tokenizer.eos_token_id,
+        tokenizer.pad_token_id,
+    )
+    evaluation = policy(
+        {
+            "input_ids": torch.cat([prompt_ids, sampled.response_ids], 1),
+            "attention_mask": torch.cat([prompt_mask, sampled.response_mask], 1),
+            "response_ids": sampled.response_ids,
+            "old_logp": sampled.sampled_logp,
+        }
+    )
     mask = sampled.response_mask.bool()
     torch.testing.assert_close(evaluation.logp[mask], sampled.sampled_logp[mask], atol=2e-5, rtol=0)
 
@@ -116,13 +161,31 @@ def test_first_minibatch_ratio_is_one_and_training_leaves_the_reference_alone(ti
     policy = LMActorCritic(model)
     reference = ReferencePolicy(model)
     reference_before = {k: v.clone() for k, v in reference.lm.state_dict().items()}
-    rollout = collect_text(policy, reference, tokenizer, PROMPTS, letter_count, settings(forward_batch=4), 0.1, torch.Generator().manual_seed(0))
+    rollout = collect_text(
+        policy,
+        reference,
+        tokenizer,
+        PROMPTS,
+        letter_count,
+        settings(forward_batch=4),
+        0.1,
+        torch.Generator().manual_seed(0),
+    )
     params = {k: p.detach() for k, p in policy.named_parameters() if p.requires_grad}
     cfg = PPOConfig(epochs=2, minibatch_size=4, learning_rate=1e-3, normalize_advantages=False, value_clip=0.2)
     step = make_minibatch_step(policy, Clip(), cfg, compile=False)
     stats = step(params, AdamState(params), rollout.batch, torch.arange(4), torch.tensor(1e-3), torch.tensor(0.0))
     assert stats[3].item() == 0.0 and stats[4].item() == 0.0, "k1 and k3 must be exactly 0 before the first step"
-    result = ppo_update(policy, params, AdamState(params), step, rollout.batch, cfg, UpdateSchedule(1e-3, 0.0), torch.Generator().manual_seed(0))
+    result = ppo_update(
+        policy,
+        params,
+        AdamState(params),
+        step,
+        rollout.batch,
+        cfg,
+        UpdateSchedule(1e-3, 0.0),
+        torch.Generator().manual_seed(0),
+    )
     assert result.kl_after_update > 0
     assert not torch.equal(policy.lm.transformer.h[0].mlp.c_fc.weight, reference.lm.transformer.h[0].mlp.c_fc.weight)
     for name, tensor in reference.lm.state_dict().items():
@@ -147,7 +210,16 @@ def test_batched_rollout_masks_after_eos_and_applies_the_eos_penalty(tiny):
         eos_direction = biased.lm_head.weight[tokenizer.eos_token_id]
         biased.transformer.ln_f.bias += 4.0 * eos_direction / eos_direction.norm() ** 2
     policy = LMActorCritic(biased)
-    rollout = collect_text(policy, ReferencePolicy(biased), tokenizer, PROMPTS * 4, letter_count, settings(max_new_tokens=12, eos_penalty=-5.0), 0.0, torch.Generator().manual_seed(1))
+    rollout = collect_text(
+        policy,
+        ReferencePolicy(biased),
+        tokenizer,
+        PROMPTS * 4,
+        letter_count,
+        settings(max_new_tokens=12, eos_penalty=-5.0),
+        0.0,
+        torch.Generator().manual_seed(1),
+    )
     lengths = rollout.response_mask.sum(-1)
     for row in range(len(lengths)):
         n = int(lengths[row])

@@ -22,6 +22,7 @@ from envs.text.tasks import (
     checked_scores,
     make_task,
 )
+from envs.text.tasks import sentiment as sentiment_module
 
 POSITIVE = "This movie was wonderful, brilliant and moving."
 NEGATIVE = "This movie was awful, boring and a waste of time."
@@ -130,7 +131,7 @@ def test_reward_head_cache_is_reused_without_training(sentiment, sentiment_cache
     def no_training(*args):
         raise AssertionError("the cached head should have been reused")
 
-    monkeypatch.setattr(tasks, "train_logistic_head", no_training)
+    monkeypatch.setattr(sentiment_module, "train_logistic_head", no_training)
     again = SentimentTask(SentimentTaskConfig(cache_dir=sentiment_cache, **SMALL_HEAD))
     assert again.reward_model_report().from_cache
     assert again.reward_model_report() == sentiment.reward_model_report()._replace(from_cache=True)
@@ -161,7 +162,7 @@ def test_cache_directory_comes_from_the_environment_unless_given(tmp_path, monke
 
 @pytest.mark.slow
 def test_default_reward_head_reaches_reference_accuracy(tmp_path):
-    # reference.md: a logistic head on MiniLM embeddings of 3,000 reviews reaches about 0.77 on IMDB
+    # docs/text_tasks.md: a logistic head on MiniLM embeddings of 3,000 reviews reaches about 0.77 on IMDB
     task = SentimentTask(SentimentTaskConfig(cache_dir=tmp_path))
     report = task.reward_model_report()
     assert (report.train_reviews, report.heldout_reviews) == (3000, 1000)
@@ -181,7 +182,9 @@ def test_arithmetic_rewards_the_exact_answer_only():
     task = ArithmeticTask()
     prompt = tasks.arithmetic_question(7, "+", 5)
     assert prompt == "What is 7 + 5? Answer:"
-    scores = arithmetic_rewards(task, prompt, [" 12", "13", " The answer is 12.", "", " 12.0", " 12.5", " 1 2", " twelve", "-12"])
+    scores = arithmetic_rewards(
+        task, prompt, [" 12", "13", " The answer is 12.", "", " 12.0", " 12.5", " 1 2", " twelve", "-12"]
+    )
     assert scores.rewards == [1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0]
     assert scores.metrics["accuracy"] == scores.rewards
     assert scores.metrics["answered"] == [1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 0.0, 1.0]
@@ -189,7 +192,11 @@ def test_arithmetic_rewards_the_exact_answer_only():
 
 def test_arithmetic_negative_answers_and_products():
     task = ArithmeticTask(ArithmeticTaskConfig(operations="-*"))
-    assert arithmetic_rewards(task, "What is 2 - 5? Answer:", [" -3", " 3", " \N{MINUS SIGN}3"]).rewards == [1.0, 0.0, 1.0]
+    assert arithmetic_rewards(task, "What is 2 - 5? Answer:", [" -3", " 3", " \N{MINUS SIGN}3"]).rewards == [
+        1.0,
+        0.0,
+        1.0,
+    ]
     assert arithmetic_rewards(task, "What is 6 * 7? Answer:", [" 42", " 13"]).rewards == [1.0, 0.0]
     negative = tasks.arithmetic_question(4, "-", -3)
     assert negative == "What is 4 - (-3)? Answer:" and tasks.arithmetic_answer(negative) == 7
@@ -334,7 +341,9 @@ def custom_task(tmp_path, reward_file, function) -> CustomTask:
 
 def test_checked_scores_reports_a_raising_reward(tmp_path, reward_file):
     task = custom_task(tmp_path, reward_file, "explode")
-    with pytest.raises(RewardError, match="the custom task's reward raised KeyError: 'no score for this'; fix the reward function"):
+    with pytest.raises(
+        RewardError, match="the custom task's reward raised KeyError: 'no score for this'; fix the reward function"
+    ):
         checked_scores(task, task.prompts("train"), ["w", "x", "y", "z"])
 
 
@@ -346,7 +355,9 @@ def test_checked_scores_reports_non_finite_rewards_with_their_indices(tmp_path, 
 
 def test_checked_scores_reports_the_wrong_number_of_rewards(tmp_path, reward_file):
     task = custom_task(tmp_path, reward_file, "too_few")
-    with pytest.raises(RewardError, match="returned 1 rewards for 4 completions; return exactly one number per completion"):
+    with pytest.raises(
+        RewardError, match="returned 1 rewards for 4 completions; return exactly one number per completion"
+    ):
         checked_scores(task, task.prompts("train"), ["w", "x", "y", "z"])
 
 

@@ -10,11 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from agents.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from agents.config import AdaptiveKL, Clip, ConfigError, FixedKL, NoClip, config_from_dict
-from agents.evaluate import evaluate, load_policy
-from agents.gaussian import GaussianActorCritic
-from agents.train import train
+from agents.core.config import ConfigError
+from agents.core.objectives import Clip, FixedKL, NoClip, Penalty
+from agents.runs.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from agents.runs.config import config_from_dict
+from agents.walkers.config import TrainConfig
+from agents.walkers.evaluate import evaluate, load_policy
+from agents.walkers.gaussian import GaussianActorCritic
+from agents.walkers.train import train
 from tests.conftest import run_ppo, tiny_config, without_timing
 
 
@@ -31,27 +34,37 @@ def test_same_seed_gives_identical_metrics(tmp_path):
 
 
 def test_run_folder_contents_and_config_round_trip(tmp_path):
-    config = tiny_config(tmp_path, "run", objective=AdaptiveKL(kl_target=0.02))
+    config = tiny_config(tmp_path, "run", objective=Penalty(kl_target=0.02))
     run_dir = train(config)
     records = metrics(run_dir)
     assert [r["iteration"] for r in records] == [1, 2, 3, 4]
     assert records[-1]["global_step"] == 512
-    for key in ("episode_return", "policy_loss", "value_loss", "approx_kl_k1", "approx_kl_k3", "clip_fraction", "explained_variance", "beta", "sps"):
+    for key in (
+        "episode_return",
+        "policy_loss",
+        "value_loss",
+        "approx_kl_k1",
+        "approx_kl_k3",
+        "clip_fraction",
+        "explained_variance",
+        "beta",
+        "sps",
+    ):
         assert key in records[-1]
-    assert config_from_dict(json.loads((run_dir / "config.json").read_text())) == config
+    assert config_from_dict(TrainConfig, json.loads((run_dir / "config.json").read_text())) == config
     assert list(run_dir.glob("events.out.tfevents.*"))
     assert (run_dir / "checkpoints" / "latest.pt").is_file()
 
 
 def test_adaptive_beta_in_metrics_follows_the_rule(tmp_path):
-    records = metrics(train(tiny_config(tmp_path, "kl", objective=AdaptiveKL(kl_target=0.01, initial_beta=1.0))))
+    records = metrics(train(tiny_config(tmp_path, "kl", objective=Penalty(kl_target=0.01, initial_beta=1.0))))
     for record, following in zip(records, records[1:]):
         d = record["kl_after_update"]
         expected = record["beta"] / 2 if d < 0.01 / 1.5 else record["beta"] * 2 if d > 0.015 else record["beta"]
         assert following["beta"] == expected == record["beta_next"]
 
 
-@pytest.mark.parametrize("objective", [Clip(), AdaptiveKL(), FixedKL(beta=1.0), NoClip()])
+@pytest.mark.parametrize("objective", [Clip(), Penalty(), FixedKL(beta=1.0), NoClip()])
 def test_every_objective_trains_on_hopper(tmp_path, objective):
     records = metrics(train(tiny_config(tmp_path, "smoke", objective=objective)))
     assert len(records) == 4
@@ -65,7 +78,7 @@ def test_checkpoint_round_trip_gives_identical_actions_and_statistics(tmp_path):
     policy.update_normaliser(np.random.default_rng(0).normal(3.0, 2.0, size=(500, 11)))
     torch.nn.init.normal_(policy.actor_mean[-1].weight)
     config = tiny_config(tmp_path, "x")
-    from agents.config import config_to_dict
+    from agents.runs.config import config_to_dict
 
     save_checkpoint({"policy": policy.state_dict(), "config": config_to_dict(config)}, tmp_path / "policy.pt")
     loaded, env_id = load_policy(tmp_path / "policy.pt")
@@ -79,7 +92,7 @@ def test_checkpoint_round_trip_gives_identical_actions_and_statistics(tmp_path):
 def test_interrupted_checkpoint_write_keeps_the_previous_one(tmp_path):
     path = tmp_path / "checkpoints" / "latest.pt"
     save_checkpoint({"iteration": 1}, path)
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 - whatever fails mid-write, the previous checkpoint must survive
         save_checkpoint({"iteration": 2, "unpicklable": lambda: None}, path)
     assert load_checkpoint(path)["iteration"] == 1
     assert list(path.parent.iterdir()) == [path]
@@ -102,10 +115,31 @@ def test_corrupt_and_missing_checkpoints_give_clear_errors(tmp_path):
 
 @pytest.mark.slow
 def test_sigkilled_run_resumes_where_it_stopped(tmp_path):
-    common = ["train", "--env-id", "Hopper-v5", "--num-steps", "128", "--minibatch-size", "32", "--epochs", "2",
-              "--total-steps", str(128 * 40), "--no-compile", "--no-progress", "--runs-dir", str(tmp_path), "--checkpoint-every", "2"]
+    common = [
+        "train",
+        "--env-id",
+        "Hopper-v5",
+        "--num-steps",
+        "128",
+        "--minibatch-size",
+        "32",
+        "--epochs",
+        "2",
+        "--total-steps",
+        str(128 * 40),
+        "--no-compile",
+        "--no-progress",
+        "--runs-dir",
+        str(tmp_path),
+        "--checkpoint-every",
+        "2",
+    ]
     assert run_ppo(*common, "--run-name", "whole").returncode == 0
-    process = subprocess.Popen([sys.executable, "-m", "agents.cli", *common, "--run-name", "killed"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agents", *common, "--run-name", "killed"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     metrics_file = tmp_path / "killed" / "metrics.jsonl"
     deadline = time.time() + 120
     while time.time() < deadline and (not metrics_file.exists() or len(metrics_file.read_text().splitlines()) < 7):
@@ -155,24 +189,32 @@ def test_bad_config_gives_one_line_error(tmp_path, args, message):
 
 def test_resume_errors_are_one_line(tmp_path):
     missing = run_ppo("train", "--resume", str(tmp_path / "nope"))
-    assert missing.returncode != 0 and "is not a run folder" in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
+    assert (
+        missing.returncode != 0
+        and "is not a run folder" in missing.stderr
+        and len(missing.stderr.strip().splitlines()) == 1
+    )
     run_dir = train(tiny_config(tmp_path, "r"))
     checkpoint = run_dir / "checkpoints" / "latest.pt"
     checkpoint.write_bytes(checkpoint.read_bytes()[:200])
     corrupt = run_ppo("train", "--resume", str(run_dir))
-    assert corrupt.returncode != 0 and "corrupt or truncated" in corrupt.stderr and len(corrupt.stderr.strip().splitlines()) == 1
+    assert (
+        corrupt.returncode != 0
+        and "corrupt or truncated" in corrupt.stderr
+        and len(corrupt.stderr.strip().splitlines()) == 1
+    )
 
 
 def test_config_validation_rejects_impossible_values(tmp_path):
     from dataclasses import replace
 
-    from agents.config import validate_config
+    from agents.walkers.config import validate_config
 
     config = tiny_config(tmp_path, "v")
     with pytest.raises(ConfigError, match="--total-steps 10 is less than one batch"):
         validate_config(replace(config, ppo=replace(config.ppo, total_steps=10)))
     with pytest.raises(ConfigError, match="--hidden-sizes"):
-        validate_config(replace(config, ppo=replace(config.ppo, hidden_sizes=(64, 0))))
+        validate_config(replace(config, policy=replace(config.policy, hidden_sizes=(64, 0))))
 
 
 def test_eval_records_an_mp4_headless(tmp_path):
@@ -183,8 +225,13 @@ def test_eval_records_an_mp4_headless(tmp_path):
     run_dir = train(tiny_config(tmp_path, "video", env_id="InvertedPendulum-v5"))
     video = tmp_path / "pendulum.mp4"
     env = {**os.environ, "MUJOCO_GL": "egl"}
-    result = subprocess.run([sys.executable, "-m", "agents.cli", "eval", str(run_dir), "--episodes", "1", "--video", str(video)],
-                            capture_output=True, text=True, env=env, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "agents", "eval", str(run_dir), "--episodes", "1", "--video", str(video)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     reader = imageio.get_reader(video)
     count = reader.count_frames()

@@ -1,20 +1,21 @@
 """``ppo train text`` end to end on a tiny random GPT-2: run folder, saved policy, resume, LoRA, warm-up, bad input."""
 
 import json
-import os
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
-from agents.checkpoint import load_checkpoint
-from agents.config import AdaptiveKL, ArithmeticTaskConfig, Clip, CustomTaskConfig, PPOConfig, RunConfig, TextEnvConfig, TextTrainConfig, TEXT_PPO_DEFAULTS
-from agents.train_text import train_text
-from envs.text.tasks import RewardError, TaskError
+from agents.core.objectives import Clip, Penalty
+from agents.runs.checkpoint import load_checkpoint
+from agents.runs.config import RunConfig
+from agents.text.config import TEXT_PPO_DEFAULTS, TextEnvConfig, TextTrainConfig
+from agents.text.train import train_text
+from envs.text.tasks import ArithmeticTaskConfig, CustomTaskConfig, RewardError
 from tests.conftest import run_ppo, without_timing
 
-REWARD_MODULE = '''
+REWARD_MODULE = """
 import math
 import os
 from pathlib import Path
@@ -30,7 +31,7 @@ def score(prompts, completions):
     if os.environ.get("REWARD_NAN_AT") == str(calls):
         return [math.nan for _ in completions]
     return [float(c.count("o")) - 0.5 * float(c.count("e")) for c in completions]
-'''
+"""
 
 
 @pytest.fixture
@@ -44,10 +45,27 @@ def custom_task(tmp_path):
 
 def tiny_text_config(tmp_path, name, task, total_steps=8 * 8 * 4, objective=Clip(), **text):
     return TextTrainConfig(
-        text=replace(TextEnvConfig(model="tiny", task=task, prompts_per_iteration=8, max_new_tokens=8, max_prompt_tokens=16, forward_batch=4), **text),
+        text=replace(
+            TextEnvConfig(
+                model="tiny",
+                task=task,
+                prompts_per_iteration=8,
+                max_new_tokens=8,
+                max_prompt_tokens=16,
+                forward_batch=4,
+            ),
+            **text,
+        ),
         objective=objective,
         ppo=replace(TEXT_PPO_DEFAULTS, total_steps=total_steps, epochs=2, minibatch_size=4, learning_rate=1e-3),
-        run=RunConfig(runs_dir=tmp_path / "runs", run_name=name, compile=False, progress=False, checkpoint_every=1, torch_threads=1),
+        run=RunConfig(
+            runs_dir=tmp_path / "runs",
+            run_name=name,
+            compile=False,
+            progress=False,
+            checkpoint_every=1,
+            torch_threads=1,
+        ),
     )
 
 
@@ -56,11 +74,24 @@ def metrics(run_dir: Path) -> list[dict]:
 
 
 def test_text_run_writes_the_same_run_folder_plus_samples(tmp_path, custom_task):
-    run_dir = train_text(tiny_text_config(tmp_path, "text", custom_task, objective=AdaptiveKL()))
+    run_dir = train_text(tiny_text_config(tmp_path, "text", custom_task, objective=Penalty()))
     records = metrics(run_dir)
     assert len(records) == 4 and records[-1]["global_step"] >= 256
-    for key in ("reward", "ref_kl", "ref_kl_coef", "response_length", "distinct_token_ratio", "repetition_rate", "eos_rate",
-                "policy_loss", "value_loss", "approx_kl_k3", "clip_fraction", "beta", "explained_variance"):
+    for key in (
+        "reward",
+        "ref_kl",
+        "ref_kl_coef",
+        "response_length",
+        "distinct_token_ratio",
+        "repetition_rate",
+        "eos_rate",
+        "policy_loss",
+        "value_loss",
+        "approx_kl_k3",
+        "clip_fraction",
+        "beta",
+        "explained_variance",
+    ):
         assert key in records[-1], key
     samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
     assert len(samples) == 4 and {"prompt", "completion", "score"} <= set(samples[0]["samples"][0])
@@ -93,8 +124,14 @@ def test_reward_failure_stops_with_the_checkpoint_intact_and_resume_matches(tmp_
     checkpoint_bytes = (broken_dir / "checkpoints" / "latest.pt").read_bytes()
     assert load_checkpoint(broken_dir)["iteration"] == 2
     monkeypatch.setenv("REWARD_FAILS_AT", "never")
-    train_text(tiny_text_config(tmp_path, "ignored", custom_task, total_steps=1).__class__(
-        **{**tiny_text_config(tmp_path, "ignored", custom_task).__dict__, "run": RunConfig(resume=broken_dir, progress=False)}))
+    train_text(
+        tiny_text_config(tmp_path, "ignored", custom_task, total_steps=1).__class__(
+            **{
+                **tiny_text_config(tmp_path, "ignored", custom_task).__dict__,
+                "run": RunConfig(resume=broken_dir, progress=False),
+            }
+        )
+    )
     assert without_timing(metrics(whole)) == without_timing(metrics(broken_dir))
     assert checkpoint_bytes != (broken_dir / "checkpoints" / "latest.pt").read_bytes()
 
@@ -119,7 +156,7 @@ def test_critic_warmup_moves_only_the_value_head(tmp_path, custom_task):
 
 
 def test_lora_trains_adapters_only_and_the_reference_is_the_base(tmp_path, custom_task):
-    from agents.train_text import build_policy
+    from agents.text.train import build_policy
 
     config = tiny_text_config(tmp_path, "lora", custom_task, lora_rank=4)
     run_dir = train_text(config)
@@ -134,9 +171,17 @@ def test_lora_trains_adapters_only_and_the_reference_is_the_base(tmp_path, custo
     with torch.no_grad():
         for name, tensor in trained.items():
             dict(policy.named_parameters())[name].copy_(tensor)
-        expected = torch.log_softmax(base(input_ids=ids).logits[:, -3:-1], -1).gather(-1, ids[:, -2:].unsqueeze(-1)).squeeze(-1)
+        expected = (
+            torch.log_softmax(base(input_ids=ids).logits[:, -3:-1], -1)
+            .gather(-1, ids[:, -2:].unsqueeze(-1))
+            .squeeze(-1)
+        )
         reference_logp = reference.log_probs(ids, mask, ids[:, -2:], 1.0)
-        policy_logp = torch.log_softmax(policy.lm(input_ids=ids).logits[:, -3:-1], -1).gather(-1, ids[:, -2:].unsqueeze(-1)).squeeze(-1)
+        policy_logp = (
+            torch.log_softmax(policy.lm(input_ids=ids).logits[:, -3:-1], -1)
+            .gather(-1, ids[:, -2:].unsqueeze(-1))
+            .squeeze(-1)
+        )
     torch.testing.assert_close(reference_logp, expected, atol=1e-5, rtol=0)
     assert not torch.allclose(policy_logp, expected, atol=1e-4), "the adapters should have moved the policy"
     from transformers import AutoModelForCausalLM
@@ -146,7 +191,11 @@ def test_lora_trains_adapters_only_and_the_reference_is_the_base(tmp_path, custo
 
 
 def test_reference_leash_coefficient_follows_ziegler(tmp_path, custom_task):
-    records = metrics(train_text(tiny_text_config(tmp_path, "leash", custom_task, ref_kl_coef=0.3, ref_kl_target=0.01, ref_kl_horizon=100)))
+    records = metrics(
+        train_text(
+            tiny_text_config(tmp_path, "leash", custom_task, ref_kl_coef=0.3, ref_kl_target=0.01, ref_kl_horizon=100)
+        )
+    )
     beta = 0.3
     for record in records:
         error = min(max(record["ref_kl"] / 0.01 - 1.0, -0.2), 0.2)
@@ -174,16 +223,51 @@ def test_bad_text_input_gives_one_line_error(tmp_path, args, message):
 def test_empty_prompts_file_is_a_clear_error(tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n")
-    result = run_ppo("train", "text", "--model", "tiny", "--runs-dir", str(tmp_path / "runs"), "custom", "--prompts-file", str(empty), "--reward", "math:fabs")
+    result = run_ppo(
+        "train",
+        "text",
+        "--model",
+        "tiny",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "custom",
+        "--prompts-file",
+        str(empty),
+        "--reward",
+        "math:fabs",
+    )
     assert result.returncode != 0 and len(result.stderr.strip().splitlines()) == 1 and "empty" in result.stderr
 
 
 def test_switching_to_text_is_one_word_on_the_command_line(tmp_path):
-    result = run_ppo("train", "text", "--model", "tiny", "--runs-dir", str(tmp_path), "--run-name", "cli", "--total-steps", "64",
-                     "--prompts-per-iteration", "4", "--max-new-tokens", "8", "--no-progress", "arithmetic", "penalty", "--kl-target", "0.02")
+    result = run_ppo(
+        "train",
+        "text",
+        "--model",
+        "tiny",
+        "--runs-dir",
+        str(tmp_path),
+        "--run-name",
+        "cli",
+        "--total-steps",
+        "64",
+        "--prompts-per-iteration",
+        "4",
+        "--max-new-tokens",
+        "8",
+        "--no-progress",
+        "arithmetic",
+        "penalty",
+        "--kl-target",
+        "0.02",
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     config = json.loads((tmp_path / "cli" / "config.json").read_text())
-    assert config["kind"] == "text" and config["objective"]["name"] == "penalty" and config["text"]["task"]["name"] == "arithmetic"
+    assert (
+        config["kind"] == "text"
+        and config["objective"]["name"] == "penalty"
+        and config["text"]["task"]["name"] == "arithmetic"
+    )
 
 
 @pytest.mark.slow
@@ -193,12 +277,18 @@ def test_default_model_runs_one_ppo_iteration_and_saves_a_loadable_policy(tmp_pa
 
     config = TextTrainConfig(
         text=TextEnvConfig(task=ArithmeticTaskConfig(), prompts_per_iteration=4, max_new_tokens=8, forward_batch=4),
-        ppo=replace(TEXT_PPO_DEFAULTS, total_steps=1, epochs=1, minibatch_size=4),  # one step: it sees the rollout's own policy
+        ppo=replace(
+            TEXT_PPO_DEFAULTS, total_steps=1, epochs=1, minibatch_size=4
+        ),  # one step: it sees the rollout's own policy
         run=RunConfig(runs_dir=tmp_path, run_name="real", compile=False, progress=False),
     )
     run_dir = train_text(config)
     record = metrics(run_dir)[0]
-    assert record["iteration"] == 1 and record["approx_kl_k1"] == pytest.approx(0.0, abs=1e-5) and record["kl_after_update"] > 0
+    assert (
+        record["iteration"] == 1
+        and record["approx_kl_k1"] == pytest.approx(0.0, abs=1e-5)
+        and record["kl_after_update"] > 0
+    )
     loaded = AutoModelForCausalLM.from_pretrained(run_dir / "policy")
     assert loaded.config.vocab_size == 49152 and getattr(loaded.config, "quantization_config", None) is None
 
@@ -243,7 +333,9 @@ def test_gguf_model_is_rebuilt_saveable_with_identical_logits(tmp_path):
 
 def test_eval_reports_the_task_score_before_and_after(tmp_path):
     config = TextTrainConfig(
-        text=TextEnvConfig(model="tiny", task=ArithmeticTaskConfig(), prompts_per_iteration=4, max_new_tokens=6, max_prompt_tokens=16),
+        text=TextEnvConfig(
+            model="tiny", task=ArithmeticTaskConfig(), prompts_per_iteration=4, max_new_tokens=6, max_prompt_tokens=16
+        ),
         ppo=replace(TEXT_PPO_DEFAULTS, total_steps=24, epochs=1, minibatch_size=4),
         run=RunConfig(runs_dir=tmp_path, run_name="arith", compile=False, progress=False, torch_threads=1),
     )

@@ -1,4 +1,6 @@
-"""The ``ppo`` console script: ``ppo train``, ``ppo eval``, ``ppo compare`` and ``ppo report``, parsed by tyro."""
+"""The ``ppo`` console script: ``ppo train [text]``, ``ppo eval``, ``ppo compare`` and ``ppo report``,
+parsed by tyro.
+"""
 
 from __future__ import annotations
 
@@ -6,30 +8,24 @@ import sys
 
 import tyro
 
-from agents.checkpoint import CheckpointError
-from agents.config import TextTrainConfig, TrainConfig
-from agents.ppo import NonFiniteLossError
-
-
-TYRO_MARKERS = (tyro.conf.OmitArgPrefixes, tyro.conf.OmitSubcommandPrefixes)
+from agents.commands.compare import CompareConfig, compare_cli
+from agents.commands.evaluate import EvalConfig, evaluate_cli
+from agents.commands.report import ReportConfig, report_cli
+from agents.commands.train_args import TEXT_WORD, TYRO_MARKERS, parse_train_args, run_training
+from agents.core.update import NonFiniteLossError
+from agents.runs.checkpoint import CheckpointError
+from agents.text.config import TextTrainConfig
+from agents.walkers.config import TrainConfig
 
 
 def train_cli(config: TrainConfig | TextTrainConfig) -> None:
-    from agents.train import train
-    from agents.train_text import train_text
-
-    run_dir = train_text(config) if isinstance(config, TextTrainConfig) else train(config)
-    print(f"run written to {run_dir}")
+    print(f"run written to {run_training(config)}")
 
 
 def main() -> None:
-    from agents.compare import CompareConfig, compare_cli
-    from agents.evaluate import EvalConfig, evaluate_cli
-    from agents.report import ReportConfig, report_cli
     arguments = sys.argv[1:]
-    if arguments[:2] == ["train", "text"]:
-        # `ppo train text ...`: the one word that switches from walkers to language models
-        config = tyro.cli(TextTrainConfig, args=arguments[2:], prog="ppo train text", config=TYRO_MARKERS)
+    if arguments[:1] == ["train"]:
+        config = parse_train_args(arguments[1:])
         handler = train_cli
     else:
         commands = {
@@ -43,7 +39,9 @@ def main() -> None:
             args=arguments,
             config=TYRO_MARKERS,
             prog="ppo",
-            description="One PPO for MuJoCo walkers and language models. `ppo train text --help` for language models.",
+            description=(
+                f"One PPO for MuJoCo walkers and language models. `ppo train {TEXT_WORD} --help` for language models."
+            ),
         )
         handler = next(handle for cls, handle in commands.values() if isinstance(config, cls))
     try:

@@ -1,7 +1,7 @@
 """``ppo compare``: a grid of ordinary ``ppo train`` runs (objective presets x environments x seeds), then a report.
 
 Every cell is a run folder ``<runs-dir>/<name>/<env>__<preset>__s<seed>`` written by
-``python -m agents.cli train ...`` (or ``train text ...``) in a subprocess, so a crashing cell is
+``python -m agents train ...`` (or ``train text ...``) in a subprocess, so a crashing cell is
 reported and the others go on, and ``ppo train`` and ``ppo compare`` runs are interchangeable.
 A re-run skips finished cells (the last metrics line reaches the budget) and resumes interrupted ones
 from their checkpoints with ``ppo train --resume``. ``--jobs N`` runs N cells at a time.
@@ -9,7 +9,6 @@ from their checkpoints with ``ppo train --resume``. ``--jobs N`` runs N cells at
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import os
 import shlex
@@ -20,26 +19,18 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import tyro
 
-from agents.checkpoint import LATEST
-from agents.cli import TYRO_MARKERS
-from agents.config import (
-    AdaptiveKL,
-    Clip,
-    FixedKL,
-    NoClip,
-    TextTrainConfig,
-    TrainConfig,
-    config_to_dict,
-    objective_name,
-    validate_config,
-    validate_text_config,
-)
-from agents.logger import CONFIG_FILE, read_config
-from agents.report import OBJECTIVE_LABELS, ReportError, find_runs, load_run, objective_label, write_report
+from agents.commands.report import write_report
+from agents.commands.train_args import TEXT_WORD, parse_train_args, validate_train_config
+from agents.core.objectives import Clip, FixedKL, NoClip, Objective, Penalty, objective_label
+from agents.runs.checkpoint import LATEST
+from agents.runs.config import CONFIG_FILE, config_to_dict, read_config
+from agents.runs.reader import ReportError, find_runs, load_run
+from agents.text.config import TextTrainConfig
+from agents.walkers.config import TrainConfig
 from envs.mujoco import check_env_id
 from envs.text.models import DEFAULT_MODEL
 
@@ -60,34 +51,48 @@ class Preset:
 
     name: str
     """The label of the objective, as ``ppo report`` derives it from config.json (e.g. ``clip-0.1``)."""
-    objective: Clip | AdaptiveKL | FixedKL | NoClip
+    objective: Objective
     """The objective config it stands for."""
 
     @property
     def objective_args(self) -> tuple[str, ...]:
         """The objective subcommand of ``ppo train`` and its option: ``("clip", "--clip-coef", "0.1")``."""
-        name = objective_name(self.objective)
-        field = OBJECTIVE_LABELS[name][1]
-        return (name,) if field is None else (name, f"--{field.replace('_', '-')}", f"{getattr(self.objective, field):g}")
+        name, field = self.objective.name, self.objective.label_field
+        return (
+            (name,) if field is None else (name, f"--{field.replace('_', '-')}", f"{getattr(self.objective, field):g}")
+        )
 
 
-def preset(objective: Clip | AdaptiveKL | FixedKL | NoClip) -> Preset:
+def preset(objective: Objective) -> Preset:
     """The preset of ``objective``, named by its report label."""
-    return Preset(objective_label({"name": objective_name(objective), **dataclasses.asdict(objective)}), objective)
+    return Preset(objective_label(objective), objective)
 
 
 PAPER_OBJECTIVES = (
-    Clip(clip_coef=0.1), Clip(clip_coef=0.2), Clip(clip_coef=0.3),
-    AdaptiveKL(kl_target=0.003), AdaptiveKL(kl_target=0.01), AdaptiveKL(kl_target=0.03),
-    FixedKL(beta=0.3), FixedKL(beta=1.0), FixedKL(beta=3.0), FixedKL(beta=10.0),
+    Clip(clip_coef=0.1),
+    Clip(clip_coef=0.2),
+    Clip(clip_coef=0.3),
+    Penalty(kl_target=0.003),
+    Penalty(kl_target=0.01),
+    Penalty(kl_target=0.03),
+    FixedKL(beta=0.3),
+    FixedKL(beta=1.0),
+    FixedKL(beta=3.0),
+    FixedKL(beta=10.0),
     NoClip(),
 )
 """The eleven settings of the PPO paper's Table 1, in its order."""
 PRESETS = {p.name: p for p in map(preset, PAPER_OBJECTIVES)}
-PRESET_ALIASES = {"clip": "clip-0.2", "penalty": "adaptive-kl-0.01", "fixed-kl": "fixed-kl-3"}
-"""Short names for ``ppo train``'s default of each objective."""
+PRESET_ALIASES = {cls.name: objective_label(cls()) for cls in (Clip, Penalty, FixedKL)}
+"""Short names for ``ppo train``'s default of each objective (``penalty`` -> ``penalty-0.01``)."""
 PRESET_GROUPS = {"paper": tuple(PRESETS)}
 """Names that stand for several presets."""
+
+
+def known_presets() -> str:
+    """The preset names, aliases and groups, for error messages."""
+    aliases = ", ".join(f"{alias} ({name})" for alias, name in PRESET_ALIASES.items())
+    return f"{', '.join(PRESETS)}; aliases {aliases}; {', '.join(PRESET_GROUPS)} (all eleven)"
 
 
 @dataclass(frozen=True)
@@ -122,7 +127,7 @@ class CellPlan:
     action: Literal["skip", "resume", "start"]
     """skip: finished already; resume: from its checkpoint; start: from scratch."""
     command: tuple[str, ...]
-    """The ``python -m agents.cli train ...`` command line (empty for skip)."""
+    """The ``python -m agents train ...`` command line (empty for skip)."""
 
 
 @dataclass(frozen=True)
@@ -143,8 +148,11 @@ class CompareConfig:
 
     envs: tuple[str, ...] = ("Hopper-v5",)
     """Environments: Gymnasium MuJoCo ids (Hopper-v5, ...) and/or text tasks text:sentiment, text:arithmetic."""
-    objectives: tuple[str, ...] = ("clip", "penalty", "no-clip")
-    """Objective presets: clip-0.1 clip-0.2 clip-0.3 adaptive-kl-0.003 adaptive-kl-0.01 adaptive-kl-0.03 fixed-kl-0.3 fixed-kl-1 fixed-kl-3 fixed-kl-10 no-clip; aliases clip (clip-0.2), penalty (adaptive-kl-0.01), fixed-kl (fixed-kl-3); paper = all eleven."""
+    objectives: Annotated[tuple[str, ...], tyro.conf.arg(help=f"Objective presets: {known_presets()}.")] = (
+        "clip",
+        "penalty",
+        "no-clip",
+    )
     seeds: tuple[int, ...] = (1, 2, 3)
     """Seeds of every (objective, environment) pair."""
     name: str = "compare"
@@ -152,9 +160,9 @@ class CompareConfig:
     runs_dir: Path = Path("runs")
     """Parent folder of the grid folder."""
     jobs: int = 1
-    """Cells run at the same time (subprocesses); with more than 1, each gets 1 torch thread unless --torch-threads says otherwise."""
+    """Cells run at the same time (subprocesses); with more than 1, each gets 1 torch thread unless told otherwise."""
     total_steps: int | None = None
-    """Budget of every cell (MuJoCo steps; generated tokens for text); None = ppo train's default (1M MuJoCo steps; ppo train text's default for text)."""
+    """Budget of every cell (MuJoCo steps; text: generated tokens); None = ppo train's / ppo train text's default."""
     text_total_steps: int | None = None
     """Budget of text cells in generated tokens, when it should differ from --total-steps."""
     num_steps: int | None = None
@@ -182,19 +190,13 @@ class CompareConfig:
     out: Path | None = None
     """Report folder; default <runs-dir>/<name>/report."""
     random_episodes: int = 10
-    """Episodes of uniform random actions that measure each MuJoCo env's random-policy return for the normalised score."""
+    """Episodes of uniform random actions measuring each MuJoCo env's random-policy return (normalised score)."""
     dry_run: bool = False
     """Print what each cell would do (skip / resume / start) and its command, run nothing."""
 
 
 # ---------------------------------------------------------------------------------------------
 # The grid
-
-
-def known_presets() -> str:
-    """The preset names, aliases and groups, for error messages."""
-    aliases = ", ".join(f"{alias} ({name})" for alias, name in PRESET_ALIASES.items())
-    return f"{', '.join(PRESETS)}; aliases {aliases}; {', '.join(PRESET_GROUPS)} (all eleven)"
 
 
 def resolve_presets(names: Sequence[str]) -> list[Preset]:
@@ -212,15 +214,21 @@ def resolve_presets(names: Sequence[str]) -> list[Preset]:
 def check_environment(env: str) -> None:
     """A one-line error unless ``env`` is ``text:<known task>`` or a trainable MuJoCo id (envs.mujoco.check_env_id)."""
     if env.startswith(TEXT_PREFIX):
-        if env[len(TEXT_PREFIX):] not in TEXT_TASKS:
-            raise GridError(f"unknown text task {env!r}; text environments: {', '.join(TEXT_PREFIX + task for task in TEXT_TASKS)}")
+        if env[len(TEXT_PREFIX) :] not in TEXT_TASKS:
+            raise GridError(
+                f"unknown text task {env!r}; text environments: {', '.join(TEXT_PREFIX + task for task in TEXT_TASKS)}"
+            )
     else:
         check_env_id(env)
 
 
 def expand_grid(config: CompareConfig) -> list[Cell]:
     """Every cell: objectives x environments x seeds, in that nesting order, duplicates dropped."""
-    empty = [flag for flag, values in (("--objectives", config.objectives), ("--envs", config.envs), ("--seeds", config.seeds)) if not values]
+    empty = [
+        flag
+        for flag, values in (("--objectives", config.objectives), ("--envs", config.envs), ("--seeds", config.seeds))
+        if not values
+    ]
     if empty:
         raise GridError(f"empty grid: {' and '.join(empty)} got no values; give at least one of each")
     presets = resolve_presets(config.objectives)
@@ -242,8 +250,19 @@ def optional_flags(values: dict[str, int | None]) -> list[str]:
 
 def train_args(cell: Cell, config: CompareConfig, grid_dir: Path) -> list[str]:
     """The arguments after ``ppo train`` (MuJoCo) or ``ppo train text`` (text) that start ``cell`` from scratch."""
-    shared = ["--seed", str(cell.seed), "--runs-dir", str(grid_dir), "--run-name", cell.name, "--no-progress",
-              "--device", config.device, "--checkpoint-every", str(config.checkpoint_every)]
+    shared = [
+        "--seed",
+        str(cell.seed),
+        "--runs-dir",
+        str(grid_dir),
+        "--run-name",
+        cell.name,
+        "--no-progress",
+        "--device",
+        config.device,
+        "--checkpoint-every",
+        str(config.checkpoint_every),
+    ]
     if cell.is_text:
         options = {
             "--total-steps": config.text_total_steps if config.text_total_steps is not None else config.total_steps,
@@ -251,7 +270,14 @@ def train_args(cell: Cell, config: CompareConfig, grid_dir: Path) -> list[str]:
             "--prompts-per-iteration": config.prompts_per_iteration,
             "--max-new-tokens": config.max_new_tokens,
         }
-        return ["--model", config.model, *shared, *optional_flags(options), cell.env[len(TEXT_PREFIX):], *cell.preset.objective_args]
+        return [
+            "--model",
+            config.model,
+            *shared,
+            *optional_flags(options),
+            cell.env[len(TEXT_PREFIX) :],
+            *cell.preset.objective_args,
+        ]
     options = {
         "--total-steps": config.total_steps,
         "--torch-threads": cell_threads(config),
@@ -264,18 +290,14 @@ def train_args(cell: Cell, config: CompareConfig, grid_dir: Path) -> list[str]:
 
 
 def train_command(cell: Cell, *args: str) -> tuple[str, ...]:
-    """``python -m agents.cli train [text] ARGS`` with this interpreter."""
-    return (sys.executable, "-m", "agents.cli", "train", *(("text",) if cell.is_text else ()), *args)
+    """``python -m agents train [text] ARGS`` with this interpreter."""
+    return (sys.executable, "-m", "agents", "train", *((TEXT_WORD,) if cell.is_text else ()), *args)
 
 
 def cell_config(cell: Cell, config: CompareConfig, grid_dir: Path) -> TrainConfig | TextTrainConfig:
-    """The config ``ppo train`` builds from the cell's arguments (parsed here with the same tyro settings), validated."""
-    if cell.is_text:
-        parsed = tyro.cli(TextTrainConfig, args=train_args(cell, config, grid_dir), config=TYRO_MARKERS)
-        validate_text_config(parsed)
-    else:
-        parsed = tyro.cli(TrainConfig, args=train_args(cell, config, grid_dir), config=TYRO_MARKERS)
-        validate_config(parsed)
+    """The config ``ppo train`` builds from the cell's arguments (parsed by the same parser), validated."""
+    parsed = parse_train_args([*((TEXT_WORD,) if cell.is_text else ()), *train_args(cell, config, grid_dir)])
+    validate_train_config(parsed)
     return parsed
 
 
@@ -292,14 +314,20 @@ def first_difference(saved, expected, where: str = "") -> str | None:
 
 def results_setup(config: dict) -> dict:
     """The part of a config.json that decides a run's results: every section but ``run``, plus the seed."""
-    return {"kind": "mujoco", **{key: value for key, value in config.items() if key != "run"}, "seed": config.get("run", {}).get("seed")}
+    return {
+        "kind": "mujoco",
+        **{key: value for key, value in config.items() if key != "run"},
+        "seed": config.get("run", {}).get("seed"),
+    }
 
 
 def check_same_setup(run_dir: Path, expected: TrainConfig | TextTrainConfig) -> None:
     """Refuse to skip or resume a cell folder whose run was made with another setup (budget, objective, ...)."""
     difference = first_difference(results_setup(read_config(run_dir)), results_setup(config_to_dict(expected)))
     if difference:
-        raise GridError(f"{run_dir} holds a run with another setup ({difference}); pick another --name or remove that folder")
+        raise GridError(
+            f"{run_dir} holds a run with another setup ({difference}); pick another --name or remove that folder"
+        )
 
 
 def plan_cell(cell: Cell, config: CompareConfig, grid_dir: Path) -> CellPlan:
@@ -329,12 +357,18 @@ def run_logged(command: Sequence[str], log_path: Path) -> int:
     with open(log_path, "a", encoding="utf-8") as log:
         log.write(f"$ {shlex.join(command)}\n")
         log.flush()
-        return subprocess.run(list(command), stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode
+        return subprocess.run(
+            list(command), stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        ).returncode
 
 
 def last_line(path: Path) -> str:
     """The last non-empty line of a log (a failed ``ppo train`` ends with ``error: ...`` or a traceback's last line)."""
-    lines = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()] if path.is_file() else []
+    lines = (
+        [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+        if path.is_file()
+        else []
+    )
     return lines[-1] if lines else "(no output)"
 
 
@@ -367,7 +401,11 @@ def run_grid(config: CompareConfig, runner: Runner | None = None) -> GridResult:
     grid_dir = config.runs_dir / config.name
     plans = tuple(plan_cell(cell, config, grid_dir) for cell in cells)
     counts = {action: sum(p.action == action for p in plans) for action in ("skip", "resume", "start")}
-    print(f"{grid_dir}: {len(plans)} cells: {counts['skip']} finished, {counts['resume']} to resume, {counts['start']} to start", flush=True)
+    print(
+        f"{grid_dir}: {len(plans)} cells: {counts['skip']} finished, {counts['resume']} to resume, "
+        f"{counts['start']} to start",
+        flush=True,
+    )
     if config.dry_run:
         for plan in plans:
             print(f"{plan.cell.name}: {plan.action}" + (f": {shlex.join(plan.command)}" if plan.command else ""))
@@ -375,7 +413,9 @@ def run_grid(config: CompareConfig, runner: Runner | None = None) -> GridResult:
     todo = [plan for plan in plans if plan.action != "skip"]
     failed = []
     with ThreadPoolExecutor(max_workers=config.jobs) as pool:
-        running = {pool.submit(execute, plan, runner or run_logged, cell_log(grid_dir, plan.cell)): plan for plan in todo}
+        running = {
+            pool.submit(execute, plan, runner or run_logged, cell_log(grid_dir, plan.cell)): plan for plan in todo
+        }
         for future in as_completed(running):
             plan, status = running[future], future.result()
             if status != 0:
@@ -385,7 +425,9 @@ def run_grid(config: CompareConfig, runner: Runner | None = None) -> GridResult:
 
 
 def compare_cli(config: CompareConfig) -> int:
-    """``ppo compare``: run the grid, write the report, list failed cells; returns the exit status (1 if any cell failed)."""
+    """``ppo compare``: run the grid, write the report, list failed cells; returns the exit status
+    (1 if any cell failed).
+    """
     result = run_grid(config)
     if config.report and not config.dry_run:
         try:
@@ -393,9 +435,15 @@ def compare_cli(config: CompareConfig) -> int:
         except (ReportError, FileNotFoundError) as error:
             print(f"no report: {error}")
         else:
-            print(f"report written to {write_report(run_dirs, config.out or result.grid_dir / 'report', config.random_episodes)}")
+            print(
+                "report written to "
+                f"{write_report(run_dirs, config.out or result.grid_dir / 'report', config.random_episodes)}"
+            )
     if result.failed:
-        print(f"{len(result.failed)} of {len(result.plans)} cells failed (re-run the same command to retry them):", file=sys.stderr)
+        print(
+            f"{len(result.failed)} of {len(result.plans)} cells failed (re-run the same command to retry them):",
+            file=sys.stderr,
+        )
         for plan in result.failed:
             log_path = cell_log(result.grid_dir, plan.cell)
             print(f"  {plan.cell.name}: {last_line(log_path)} (log: {log_path})", file=sys.stderr)

@@ -23,7 +23,8 @@ import tyro
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from agents.logger import CONFIG_FILE, METRICS_FILE, SAMPLES_FILE, markdown_cell, markdown_table, read_config, read_jsonl
+from agents.runs.logger import SAMPLES_FILE, markdown_cell, markdown_table, read_jsonl
+from agents.runs.reader import ReportError, Run, find_runs, load_run
 
 TEXT_FINAL_ITERATIONS = 5
 """A text run's final score is the mean ``reward`` of its last this many iterations."""
@@ -42,50 +43,9 @@ RANDOM_BASELINES_FILE = "random_baselines.json"
 RANDOM_BASELINE_SEED = 0
 """Episode i of the random-policy baseline resets with seed RANDOM_BASELINE_SEED + i."""
 
-OBJECTIVE_LABELS = {
-    "clip": ("clip", "clip_coef"),
-    "penalty": ("adaptive-kl", "kl_target"),
-    "fixed-kl": ("fixed-kl", "beta"),
-    "no-clip": ("no-clip", None),
-}
-"""config.json objective name -> (label prefix, the field whose value completes the label)."""
-PENALTY_LABELS = ("adaptive-kl", "fixed-kl")
-"""Label prefixes of the objectives whose ``beta`` is worth a plot (it is 0 for the others)."""
-
-
-class ReportError(ValueError):
-    """The runs asked for cannot be reported; the message says why."""
-
 
 class MixedEnvironmentsError(ReportError):
     """Runs of different environments were asked to share one curve or one score."""
-
-
-@dataclass(frozen=True)
-class Run:
-    """One run folder, read."""
-
-    path: Path
-    """The run folder."""
-    kind: str
-    """'mujoco' or 'text'."""
-    env: str
-    """The environment: a MuJoCo id (``Hopper-v5``) or ``text:<task>``."""
-    objective: str
-    """The objective label, e.g. ``clip-0.2`` (see ``objective_label``)."""
-    objective_order: tuple[int, float]
-    """Sort key: objective family in the paper's order, then its parameter."""
-    seed: int
-    """``run.seed`` of the config."""
-    budget_step: int
-    """The ``global_step`` at which the run is finished (its last iteration's, for MuJoCo)."""
-    records: tuple[dict, ...]
-    """metrics.jsonl, one dict per iteration."""
-
-    @property
-    def finished(self) -> bool:
-        """Whether the last metrics line reaches the run's budget."""
-        return bool(self.records) and self.records[-1]["global_step"] >= self.budget_step
 
 
 @dataclass(frozen=True)
@@ -145,84 +105,13 @@ class SampleComparison:
 
 
 # ---------------------------------------------------------------------------------------------
-# Reading run folders
-
-
-def objective_label(objective: Mapping) -> str:
-    """``{"name": "clip", "clip_coef": 0.2}`` -> ``clip-0.2``; penalty -> ``adaptive-kl-<kl_target>``,
-    fixed-kl -> ``fixed-kl-<beta>``, no-clip -> ``no-clip``; an unknown objective keeps its name."""
-    name = objective.get("name", "clip")
-    prefix, field = OBJECTIVE_LABELS.get(name, (name, None))
-    return prefix if field is None else f"{prefix}-{objective[field]:g}"
-
-
-def objective_order(objective: Mapping) -> tuple[int, float]:
-    """Sort key putting labels in the paper's order: clip, adaptive KL, fixed KL, no clipping; then by parameter."""
-    name = objective.get("name", "clip")
-    families = list(OBJECTIVE_LABELS)
-    field = OBJECTIVE_LABELS.get(name, (name, None))[1]
-    return (families.index(name) if name in families else len(families), float(objective[field]) if field else 0.0)
-
-
-def environment_name(config: Mapping) -> str:
-    """A MuJoCo config's ``env.env_id``, or ``text:<task>`` for a text config."""
-    if config.get("kind", "mujoco") == "text":
-        return f"text:{config['text']['task']['name']}"
-    return config["env"]["env_id"]
-
-
-def budget_step(config: Mapping) -> int:
-    """The ``global_step`` of a finished run: MuJoCo runs stop after ``total_steps // batch`` whole
-    iterations; text runs stop once ``total_steps`` tokens are generated."""
-    total = config["ppo"]["total_steps"]
-    if config.get("kind", "mujoco") == "text":
-        return total
-    batch = config["ppo"]["num_steps"] * config["env"].get("num_envs", 1)
-    return total // batch * batch
-
-
-def load_run(path: Path) -> Run:
-    """Read a run folder's config.json and metrics.jsonl."""
-    config = read_config(path)
-    try:
-        return Run(
-            path=Path(path),
-            kind=config.get("kind", "mujoco"),
-            env=environment_name(config),
-            objective=objective_label(config["objective"]),
-            objective_order=objective_order(config["objective"]),
-            seed=config["run"]["seed"],
-            budget_step=budget_step(config),
-            records=tuple(read_jsonl(Path(path) / METRICS_FILE)),
-        )
-    except (KeyError, TypeError) as error:
-        raise ReportError(f"{path}/{CONFIG_FILE} is not a ppo run config (missing {error}); pass run folders of ppo train or ppo compare") from error
-
-
-def is_run_dir(path: Path) -> bool:
-    """A run folder holds config.json and metrics.jsonl (a text run's ``policy/`` has a config.json but no metrics)."""
-    return (path / CONFIG_FILE).is_file() and (path / METRICS_FILE).is_file()
-
-
-def find_runs(paths: Sequence[Path]) -> list[Path]:
-    """The run folders among ``paths`` and below them, in order, each once; a clear error for a
-    missing path, a folder without runs, or no paths at all."""
-    if not paths:
-        raise ReportError("no run folders given; pass run folders or folders that contain runs, e.g. ppo report runs/compare")
-    found: dict[Path, Path] = {}
-    for path in map(Path, paths):
-        if not path.exists():
-            raise FileNotFoundError(f"{path} does not exist")
-        runs = [path] if is_run_dir(path) else sorted(p.parent for p in path.rglob(METRICS_FILE) if is_run_dir(p.parent))
-        if not runs:
-            raise ReportError(f"no runs under {path} (a run folder holds {CONFIG_FILE} and {METRICS_FILE})")
-        for run in runs:
-            found.setdefault(run.resolve(), run)
-    return list(found.values())
+# Grouping
 
 
 def group_runs(runs: Sequence[Run]) -> dict[tuple[str, str], list[Run]]:
-    """Runs keyed by (environment, objective label); environments alphabetical, objectives in the paper's order, seeds ascending."""
+    """Runs keyed by (environment, objective label); environments alphabetical, objectives in the paper's order,
+    seeds ascending.
+    """
     groups: dict[tuple[str, str], list[Run]] = {}
     for run in sorted(runs, key=lambda r: (r.env, r.objective_order, r.objective, r.seed)):
         groups.setdefault((run.env, run.objective), []).append(run)
@@ -235,7 +124,11 @@ def group_runs(runs: Sequence[Run]) -> dict[tuple[str, str], list[Run]]:
 
 def run_series(run: Run, key: str) -> tuple[np.ndarray, np.ndarray]:
     """(global_step, value) of the iterations where ``key`` is a finite number."""
-    points = [(r["global_step"], r[key]) for r in run.records if isinstance(r.get(key), (int, float)) and math.isfinite(r[key])]
+    points = [
+        (r["global_step"], r[key])
+        for r in run.records
+        if isinstance(r.get(key), (int, float)) and math.isfinite(r[key])
+    ]
     return np.array([x for x, _ in points], dtype=float), np.array([y for _, y in points], dtype=float)
 
 
@@ -251,7 +144,9 @@ def check_one_environment(runs: Sequence[Run]) -> None:
     """Raise ``MixedEnvironmentsError`` unless every run is of the same environment."""
     envs = sorted({run.env for run in runs})
     if len(envs) > 1:
-        raise MixedEnvironmentsError(f"refusing to put runs of different environments in one curve: {', '.join(envs)}; group them by environment")
+        raise MixedEnvironmentsError(
+            f"refusing to put runs of different environments in one curve: {', '.join(envs)}; group them by environment"
+        )
 
 
 def mean_curve(runs: Sequence[Run], key: str, points: int = CURVE_POINTS, smoothing: int = 1) -> Curve | None:
@@ -263,12 +158,19 @@ def mean_curve(runs: Sequence[Run], key: str, points: int = CURVE_POINTS, smooth
     apart (text runs end on whole batches of completions) do not make the mean jump at the end.
     None if no run logged ``key``."""
     check_one_environment(runs)
-    series = [(x, trailing_mean(y, smoothing), run.finished) for run in runs for x, y in [run_series(run, key)] if len(x)]
+    series = [
+        (x, trailing_mean(y, smoothing), run.finished) for run in runs for x, y in [run_series(run, key)] if len(x)
+    ]
     if not series:
         return None
     start, end = min(x[0] for x, _, _ in series), max(x[-1] for x, _, _ in series)
     grid = np.linspace(start, end, points) if end > start else np.array([start])
-    values = np.stack([np.where((grid >= x[0]) & ((grid <= x[-1]) | finished), np.interp(grid, x, y), np.nan) for x, y, finished in series])
+    values = np.stack(
+        [
+            np.where((grid >= x[0]) & ((grid <= x[-1]) | finished), np.interp(grid, x, y), np.nan)
+            for x, y, finished in series
+        ]
+    )
     covered = ~np.isnan(values)
     count = covered.sum(axis=0)
     mean = np.where(count > 0, np.nansum(values, axis=0) / np.maximum(count, 1), np.nan)
@@ -281,7 +183,9 @@ def final_score(run: Run) -> float:
     """MuJoCo: ``episode_return`` of the last metrics line (the mean of the last 100 episodes).
     Text: the mean ``reward`` of the last ``TEXT_FINAL_ITERATIONS`` iterations. NaN if there is none."""
     if run.kind == "text":
-        rewards = [r["reward"] for r in run.records[-TEXT_FINAL_ITERATIONS:] if isinstance(r.get("reward"), (int, float))]
+        rewards = [
+            r["reward"] for r in run.records[-TEXT_FINAL_ITERATIONS:] if isinstance(r.get("reward"), (int, float))
+        ]
         return float(np.mean(rewards)) if rewards else math.nan
     value = run.records[-1].get("episode_return") if run.records else None
     return float(value) if isinstance(value, (int, float)) else math.nan
@@ -306,7 +210,9 @@ def score_groups(groups: Mapping[tuple[str, str], Sequence[Run]]) -> list[GroupS
     return scores
 
 
-def normalized_scores(scores: Sequence[GroupScore], random_returns: Mapping[str, float]) -> dict[tuple[str, str], float]:
+def normalized_scores(
+    scores: Sequence[GroupScore], random_returns: Mapping[str, float]
+) -> dict[tuple[str, str], float]:
     """The PPO paper's normalised score (Table 1) of each (environment, objective) whose environment has a
     random-policy return: ``(mean final return - random) / (best objective's mean - random)``, so the
     random policy scores 0 and the best objective of the environment 1. NaN if best equals random."""
@@ -369,8 +275,12 @@ def random_baselines(env_ids: Sequence[str], out: Path, episodes: int) -> dict[s
     for env_id in env_ids:
         entry = cache.get(env_id, {})
         if entry.get("episodes") != episodes or entry.get("seed") != RANDOM_BASELINE_SEED:
-            cache[env_id] = {"mean_return": random_policy_return(env_id, episodes), "episodes": episodes, "seed": RANDOM_BASELINE_SEED,
-                             "policy": "uniform random actions (action_space.sample())"}
+            cache[env_id] = {
+                "mean_return": random_policy_return(env_id, episodes),
+                "episodes": episodes,
+                "seed": RANDOM_BASELINE_SEED,
+                "policy": "uniform random actions (action_space.sample())",
+            }
     path.write_text(json.dumps(cache, indent=2) + "\n", encoding="utf-8")
     return {env_id: cache[env_id]["mean_return"] for env_id in env_ids}
 
@@ -422,10 +332,19 @@ def draw_learning_curves(axes, env: str, env_groups: Mapping[str, Sequence[Run]]
     kind = next(iter(env_groups.values()))[0].kind
     for objective, runs in env_groups.items():
         smoothing = TEXT_SMOOTHING if kind == "text" else 1
-        plot_curve(axes, mean_curve(runs, score_key(kind), smoothing=smoothing), f"{objective} ({len(runs)} seeds)", colors[objective])
+        plot_curve(
+            axes,
+            mean_curve(runs, score_key(kind), smoothing=smoothing),
+            f"{objective} ({len(runs)} seeds)",
+            colors[objective],
+        )
     axes.set_title(env)
     axes.set_xlabel("generated tokens" if kind == "text" else "environment steps")
-    axes.set_ylabel(f"reward, last {TEXT_SMOOTHING} iterations (mean ± std)" if kind == "text" else "episode_return, last 100 (mean ± std)")
+    axes.set_ylabel(
+        f"reward, last {TEXT_SMOOTHING} iterations (mean ± std)"
+        if kind == "text"
+        else "episode_return, last 100 (mean ± std)"
+    )
     axes.grid(alpha=0.3)
     axes.legend(fontsize="small")
 
@@ -436,7 +355,9 @@ def save_figure(figure: Figure, path: Path) -> str:
     return path.name
 
 
-def learning_curve_figure(env: str, env_groups: Mapping[str, Sequence[Run]], colors: Mapping[str, tuple], out: Path) -> str:
+def learning_curve_figure(
+    env: str, env_groups: Mapping[str, Sequence[Run]], colors: Mapping[str, tuple], out: Path
+) -> str:
     """``learning_curves_<env>.png``: CURVE_FIGSIZE."""
     figure = Figure(figsize=CURVE_FIGSIZE, dpi=FIGURE_DPI, layout="constrained")
     FigureCanvasAgg(figure)
@@ -444,7 +365,9 @@ def learning_curve_figure(env: str, env_groups: Mapping[str, Sequence[Run]], col
     return save_figure(figure, out / f"learning_curves_{file_slug(env)}.png")
 
 
-def combined_learning_curves_figure(by_env: Mapping[str, Mapping[str, Sequence[Run]]], colors: Mapping[str, tuple], out: Path) -> str:
+def combined_learning_curves_figure(
+    by_env: Mapping[str, Mapping[str, Sequence[Run]]], colors: Mapping[str, tuple], out: Path
+) -> str:
     """``learning_curves.png``: every environment's learning curves, COMBINED_COLUMNS panels per row."""
     figure, axes = new_figure(len(by_env), COMBINED_COLUMNS)
     for panel, (env, env_groups) in zip(axes, by_env.items()):
@@ -452,10 +375,12 @@ def combined_learning_curves_figure(by_env: Mapping[str, Mapping[str, Sequence[R
     return save_figure(figure, out / "learning_curves.png")
 
 
-def diagnostics_figure(env: str, env_groups: Mapping[str, Sequence[Run]], colors: Mapping[str, tuple], out: Path) -> str:
+def diagnostics_figure(
+    env: str, env_groups: Mapping[str, Sequence[Run]], colors: Mapping[str, tuple], out: Path
+) -> str:
     """``diagnostics_<env>.png``: beta of the KL-penalty objectives (when there are any), the KL of each update
     to the old policy (``kl_after_update``) and the clip fraction, over environment steps."""
-    penalised = {o: runs for o, runs in env_groups.items() if o.startswith(PENALTY_LABELS)}
+    penalised = {o: runs for o, runs in env_groups.items() if runs[0].uses_beta}
     kind = next(iter(env_groups.values()))[0].kind
     panels = ([("beta", "beta (KL penalty coefficient)", penalised)] if penalised else []) + [
         ("kl_after_update", "KL(old policy ‖ new) after each update", env_groups),
@@ -465,7 +390,9 @@ def diagnostics_figure(env: str, env_groups: Mapping[str, Sequence[Run]], colors
     for panel, (key, title, groups) in zip(axes, panels):
         for objective, runs in groups.items():
             plot_curve(panel, mean_curve(runs, key), objective, colors[objective])
-        if key in ("beta", "kl_after_update") and all(np.all(run_series(r, key)[1] > 0) for runs in groups.values() for r in runs):
+        if key in ("beta", "kl_after_update") and all(
+            np.all(run_series(r, key)[1] > 0) for runs in groups.values() for r in runs
+        ):
             panel.set_yscale("log")
         panel.set_title(f"{env}: {title}", fontsize="medium")
         panel.set_xlabel("generated tokens" if kind == "text" else "environment steps")
@@ -487,16 +414,32 @@ def text_figure(env: str, env_groups: Mapping[str, Sequence[Run]], colors: Mappi
     frontier, length = axes[0], axes[1]
     for objective, runs in env_groups.items():
         color = colors[objective]
-        reward, ref_kl = mean_curve(runs, "reward", smoothing=TEXT_SMOOTHING), mean_curve(runs, "ref_kl", smoothing=TEXT_SMOOTHING)
+        reward, ref_kl = (
+            mean_curve(runs, "reward", smoothing=TEXT_SMOOTHING),
+            mean_curve(runs, "ref_kl", smoothing=TEXT_SMOOTHING),
+        )
         if reward is not None and ref_kl is not None and np.array_equal(reward.x, ref_kl.x):
             frontier.plot(ref_kl.mean, reward.mean, "-", color=color, label=objective, alpha=0.8)
             frontier.plot(ref_kl.mean[-1:], reward.mean[-1:], "o", color=color)
         plot_curve(length, mean_curve(runs, "response_length", smoothing=TEXT_SMOOTHING), objective, color)
         if gold:
-            plot_curve(axes[2], mean_curve(runs, "task_learned_reward", smoothing=TEXT_SMOOTHING), f"{objective} learned", color)
-            plot_curve(axes[2], mean_curve(runs, "task_gold_lexicon", smoothing=TEXT_SMOOTHING), f"{objective} gold", color, linestyle="--")
+            plot_curve(
+                axes[2],
+                mean_curve(runs, "task_learned_reward", smoothing=TEXT_SMOOTHING),
+                f"{objective} learned",
+                color,
+            )
+            plot_curve(
+                axes[2],
+                mean_curve(runs, "task_gold_lexicon", smoothing=TEXT_SMOOTHING),
+                f"{objective} gold",
+                color,
+                linestyle="--",
+            )
     figure.suptitle(f"trailing means over the last {TEXT_SMOOTHING} iterations", fontsize="small")
-    frontier.set(title=f"{env}: reward vs reference KL (dot = end)", xlabel="ref_kl (nats per completion)", ylabel="reward")
+    frontier.set(
+        title=f"{env}: reward vs reference KL (dot = end)", xlabel="ref_kl (nats per completion)", ylabel="reward"
+    )
     length.set(title=f"{env}: response length", xlabel="generated tokens", ylabel="response_length (tokens)")
     if gold:
         axes[2].set(title=f"{env}: learned (solid) vs gold (dashed)", xlabel="generated tokens", ylabel="task score")
@@ -534,7 +477,9 @@ def compare_samples(env_groups: Mapping[str, Sequence[Run]]) -> SampleComparison
         rows = tuple((prompt, tuple(as_cell(rows[prompt]) for rows in by_prompt)) for prompt in shared)
         return SampleComparison(aligned=True, objectives=tuple(picked), rows=rows)
     longest = max(len(rows) for rows in picked.values())
-    rows = tuple(("", tuple(as_cell(rows[i] if i < len(rows) else None) for rows in picked.values())) for i in range(longest))
+    rows = tuple(
+        ("", tuple(as_cell(rows[i] if i < len(rows) else None) for rows in picked.values())) for i in range(longest)
+    )
     return SampleComparison(aligned=False, objectives=tuple(picked), rows=rows)
 
 
@@ -544,8 +489,10 @@ def samples_note(comparison: SampleComparison) -> str:
         return "Lined up by prompt: every row is a prompt that each objective's last logged iteration sampled."
     if len(comparison.objectives) == 1:
         return "One objective: its last logged samples."
-    return ("Prompts differ between the runs (they are sampled per iteration), so each objective's last logged samples are shown "
-            "side by side: row i is the i-th sample of each.")
+    return (
+        "Prompts differ between the runs (they are sampled per iteration), so each objective's last logged samples "
+        "are shown side by side: row i is the i-th sample of each."
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -563,23 +510,55 @@ def format_number(value: float, like: float | None = None) -> str:
 
 def score_measure(kind: str) -> str:
     """What a final score is, in words."""
-    return f"mean reward, last {TEXT_FINAL_ITERATIONS} iterations" if kind == "text" else "episode_return, last 100 episodes"
+    return (
+        f"mean reward, last {TEXT_FINAL_ITERATIONS} iterations"
+        if kind == "text"
+        else "episode_return, last 100 episodes"
+    )
 
 
-def final_scores_table(scores: Sequence[GroupScore], normalized: Mapping[tuple[str, str], float]) -> tuple[list[str], list[list[str]]]:
+def final_scores_table(
+    scores: Sequence[GroupScore], normalized: Mapping[tuple[str, str], float]
+) -> tuple[list[str], list[list[str]]]:
     """The final-score table, one row per (environment, objective): header and rows of text cells."""
-    header = ["env", "objective", "seeds", "finished", "final step", "final score (mean ± std over seeds)", "per seed", "normalised score", "measure"]
+    header = [
+        "env",
+        "objective",
+        "seeds",
+        "finished",
+        "final step",
+        "final score (mean ± std over seeds)",
+        "per seed",
+        "normalised score",
+        "measure",
+    ]
     rows = []
     for s in scores:
-        steps = f"{min(s.final_steps):,}" if min(s.final_steps) == max(s.final_steps) else f"{min(s.final_steps):,}–{max(s.final_steps):,}"
+        steps = (
+            f"{min(s.final_steps):,}"
+            if min(s.final_steps) == max(s.final_steps)
+            else f"{min(s.final_steps):,}–{max(s.final_steps):,}"
+        )
         normal = normalized.get((s.env, s.objective), math.nan)
-        rows.append([s.env, s.objective, str(len(s.seeds)), f"{sum(s.finished)}/{len(s.finished)}", steps,
-                     f"{format_number(s.mean)} ± {format_number(s.std, like=s.mean)}", ", ".join(format_number(v, like=s.mean) for v in s.scores),
-                     "" if math.isnan(normal) else f"{normal:.2f}", score_measure(s.kind)])
+        rows.append(
+            [
+                s.env,
+                s.objective,
+                str(len(s.seeds)),
+                f"{sum(s.finished)}/{len(s.finished)}",
+                steps,
+                f"{format_number(s.mean)} ± {format_number(s.std, like=s.mean)}",
+                ", ".join(format_number(v, like=s.mean) for v in s.scores),
+                "" if math.isnan(normal) else f"{normal:.2f}",
+                score_measure(s.kind),
+            ]
+        )
     return header, rows
 
 
-def normalized_table(normalized: Mapping[tuple[str, str], float], objectives: Sequence[str]) -> tuple[list[str], list[list[str]]]:
+def normalized_table(
+    normalized: Mapping[tuple[str, str], float], objectives: Sequence[str]
+) -> tuple[list[str], list[list[str]]]:
     """Table 1 layout: header [objective, env..., average] and one row per objective ('' where it did not run)."""
     envs = sorted({env for env, _ in normalized})
     averages = average_normalized(normalized)
@@ -591,15 +570,43 @@ def normalized_table(normalized: Mapping[tuple[str, str], float], objectives: Se
     return header, rows
 
 
-def write_final_scores_csv(path: Path, scores: Sequence[GroupScore], normalized: Mapping, random_returns: Mapping[str, float]) -> None:
+def write_final_scores_csv(
+    path: Path, scores: Sequence[GroupScore], normalized: Mapping, random_returns: Mapping[str, float]
+) -> None:
     """``final_scores.csv``: one row per (environment, objective) with full-precision numbers."""
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["env", "kind", "objective", "measure", "seeds", "final_steps", "mean", "std", "per_seed", "random_return", "normalized_score"])
+        writer.writerow(
+            [
+                "env",
+                "kind",
+                "objective",
+                "measure",
+                "seeds",
+                "final_steps",
+                "mean",
+                "std",
+                "per_seed",
+                "random_return",
+                "normalized_score",
+            ]
+        )
         for s in scores:
-            writer.writerow([s.env, s.kind, s.objective, score_measure(s.kind), " ".join(map(str, s.seeds)), " ".join(map(str, s.final_steps)),
-                             repr(s.mean), repr(s.std), " ".join(repr(v) for v in s.scores),
-                             repr(random_returns[s.env]) if s.env in random_returns else "", repr(normalized[(s.env, s.objective)]) if (s.env, s.objective) in normalized else ""])
+            writer.writerow(
+                [
+                    s.env,
+                    s.kind,
+                    s.objective,
+                    score_measure(s.kind),
+                    " ".join(map(str, s.seeds)),
+                    " ".join(map(str, s.final_steps)),
+                    repr(s.mean),
+                    repr(s.std),
+                    " ".join(repr(v) for v in s.scores),
+                    repr(random_returns[s.env]) if s.env in random_returns else "",
+                    repr(normalized[(s.env, s.objective)]) if (s.env, s.objective) in normalized else "",
+                ]
+            )
 
 
 def write_normalized_csv(path: Path, normalized: Mapping[tuple[str, str], float], objectives: Sequence[str]) -> None:
@@ -610,7 +617,13 @@ def write_normalized_csv(path: Path, normalized: Mapping[tuple[str, str], float]
         writer = csv.writer(handle)
         writer.writerow(["objective", *envs, "average"])
         for objective in (o for o in objectives if o in averages):
-            writer.writerow([objective, *(repr(normalized[(env, objective)]) if (env, objective) in normalized else "" for env in envs), repr(averages[objective])])
+            writer.writerow(
+                [
+                    objective,
+                    *(repr(normalized[(env, objective)]) if (env, objective) in normalized else "" for env in envs),
+                    repr(averages[objective]),
+                ]
+            )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -623,7 +636,8 @@ NORMALIZED_SCORE_NOTE = (
     "so the random policy scores 0 and the best objective of this report 1; the average column averages over the "
     "environments an objective ran on. The random policy's return is measured (uniform random actions) and cached in "
     f"{RANDOM_BASELINES_FILE}. Text environments are not normalised: their final scores are in the table above only. "
-    "For reference, the paper's Table 1 (7 MuJoCo v1 tasks, 1M steps, 3 seeds, best of its 11 settings = 1): no clipping −0.39; "
+    "For reference, the paper's Table 1 (7 MuJoCo v1 tasks, 1M steps, 3 seeds, best of its 11 settings = 1): "
+    "no clipping −0.39; "
     "clip 0.1 / 0.2 / 0.3: 0.76 / 0.82 / 0.70; adaptive KL 0.003 / 0.01 / 0.03: 0.68 / 0.74 / 0.71; "
     "fixed KL 0.3 / 1 / 3 / 10: 0.62 / 0.71 / 0.72 / 0.69."
 )
@@ -654,25 +668,52 @@ def sample_rows_markdown(comparison: SampleComparison) -> str:
     header = (["prompt"] if comparison.aligned else []) + list(comparison.objectives)
     rows = []
     for prompt, cells in comparison.rows:
-        shown = [f"{markdown_cell(c)} (score {format_number(s)})" if comparison.aligned else f"**{markdown_cell(p)}** {markdown_cell(c)} (score {format_number(s)})"
-                 for p, c, s in cells]
+        shown = [
+            f"{markdown_cell(c)} (score {format_number(s)})"
+            if comparison.aligned
+            else f"**{markdown_cell(p)}** {markdown_cell(c)} (score {format_number(s)})"
+            for p, c, s in cells
+        ]
         rows.append(([markdown_cell(prompt)] if comparison.aligned else []) + shown)
     return markdown_table(header, rows)
 
 
 def report_markdown(content: ReportContent) -> str:
     """``report.md``: tables, figure links and samples."""
-    parts = ["# PPO comparison report", "", f"{len(content.runs)} runs in {len(content.scores)} groups (environment × objective).", "",
-             "## Final scores", "", markdown_table(*final_scores_table(content.scores, content.normalized)), ""]
+    parts = [
+        "# PPO comparison report",
+        "",
+        f"{len(content.runs)} runs in {len(content.scores)} groups (environment × objective).",
+        "",
+        "## Final scores",
+        "",
+        markdown_table(*final_scores_table(content.scores, content.normalized)),
+        "",
+    ]
     if content.normalized:
         header, rows = normalized_table(content.normalized, content.objectives)
         randoms = ", ".join(f"{env} {format_number(value)}" for env, value in sorted(content.random_returns.items()))
-        parts += ["## Normalised score (PPO paper, Table 1)", "", markdown_table(header, rows), "", NORMALIZED_SCORE_NOTE, "",
-                  f"Random-policy returns: {randoms}.", ""]
+        parts += [
+            "## Normalised score (PPO paper, Table 1)",
+            "",
+            markdown_table(header, rows),
+            "",
+            NORMALIZED_SCORE_NOTE,
+            "",
+            f"Random-policy returns: {randoms}.",
+            "",
+        ]
     for title, files in content.figures.items():
         parts += [f"## {title}", "", *(f"![{name}]({name})" for name in files), ""]
     for env, comparison in content.samples.items():
-        parts += [f"## Sample completions: {env}", "", samples_note(comparison), "", sample_rows_markdown(comparison), ""]
+        parts += [
+            f"## Sample completions: {env}",
+            "",
+            samples_note(comparison),
+            "",
+            sample_rows_markdown(comparison),
+            "",
+        ]
     return "\n".join(parts)
 
 
@@ -685,40 +726,84 @@ def html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def report_html(content: ReportContent) -> str:
     """``index.html``: one offline page; images are relative links to PNGs in the same folder."""
-    parts = ["<h1>PPO comparison report</h1>",
-             f"<p>{len(content.runs)} runs in {len(content.scores)} groups (environment × objective). "
-             "Tables: <a href='final_scores.csv'>final_scores.csv</a>"
-             + (", <a href='normalized_scores.csv'>normalized_scores.csv</a>" if content.normalized else "")
-             + ", <a href='report.md'>report.md</a>.</p>",
-             "<h2>Final scores</h2>", html_table(*final_scores_table(content.scores, content.normalized))]
+    parts = [
+        "<h1>PPO comparison report</h1>",
+        f"<p>{len(content.runs)} runs in {len(content.scores)} groups (environment × objective). "
+        "Tables: <a href='final_scores.csv'>final_scores.csv</a>"
+        + (", <a href='normalized_scores.csv'>normalized_scores.csv</a>" if content.normalized else "")
+        + ", <a href='report.md'>report.md</a>.</p>",
+        "<h2>Final scores</h2>",
+        html_table(*final_scores_table(content.scores, content.normalized)),
+    ]
     if content.normalized:
         randoms = ", ".join(f"{env} {format_number(value)}" for env, value in sorted(content.random_returns.items()))
-        parts += ["<h2>Normalised score (PPO paper, Table 1)</h2>", html_table(*normalized_table(content.normalized, content.objectives)),
-                  f"<p>{html.escape(NORMALIZED_SCORE_NOTE)}</p>", f"<p>Random-policy returns: {html.escape(randoms)}.</p>"]
+        parts += [
+            "<h2>Normalised score (PPO paper, Table 1)</h2>",
+            html_table(*normalized_table(content.normalized, content.objectives)),
+            f"<p>{html.escape(NORMALIZED_SCORE_NOTE)}</p>",
+            f"<p>Random-policy returns: {html.escape(randoms)}.</p>",
+        ]
     for title, files in content.figures.items():
-        parts += [f"<h2>{html.escape(title)}</h2>", *(f"<p><img src='{html.escape(name)}' alt='{html.escape(name)}'></p>" for name in files)]
+        parts += [
+            f"<h2>{html.escape(title)}</h2>",
+            *(f"<p><img src='{html.escape(name)}' alt='{html.escape(name)}'></p>" for name in files),
+        ]
     for env, comparison in content.samples.items():
         header = (["prompt"] if comparison.aligned else []) + list(comparison.objectives)
-        rows = [([prompt] if comparison.aligned else []) + [(c if comparison.aligned else f"[{p}] {c}") + f"  (score {format_number(s)})" for p, c, s in cells]
-                for prompt, cells in comparison.rows]
-        parts += [f"<h2>Sample completions: {html.escape(env)}</h2>", f"<p>{html.escape(samples_note(comparison))}</p>", html_table(header, rows)]
-    parts += ["<h2>Runs</h2>", html_table(["env", "objective", "seed", "last step", "finished", "folder"],
-                                         [[r.env, r.objective, r.seed, f"{r.records[-1]['global_step']:,}", "yes" if r.finished else "no", str(r.path)]
-                                          for r in content.runs])]
-    style = ("body{font-family:sans-serif;max-width:1400px;margin:1em auto;padding:0 1em}table{border-collapse:collapse;margin:1em 0}"
-             "td,th{border:1px solid #ccc;padding:3px 8px;vertical-align:top}th{background:#f3f3f3}img{max-width:100%}")
-    return f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>PPO comparison report</title><style>{style}</style></head>\n<body>\n" + "\n".join(parts) + "\n</body></html>\n"
+        rows = [
+            ([prompt] if comparison.aligned else [])
+            + [(c if comparison.aligned else f"[{p}] {c}") + f"  (score {format_number(s)})" for p, c, s in cells]
+            for prompt, cells in comparison.rows
+        ]
+        parts += [
+            f"<h2>Sample completions: {html.escape(env)}</h2>",
+            f"<p>{html.escape(samples_note(comparison))}</p>",
+            html_table(header, rows),
+        ]
+    parts += [
+        "<h2>Runs</h2>",
+        html_table(
+            ["env", "objective", "seed", "last step", "finished", "folder"],
+            [
+                [
+                    r.env,
+                    r.objective,
+                    r.seed,
+                    f"{r.records[-1]['global_step']:,}",
+                    "yes" if r.finished else "no",
+                    str(r.path),
+                ]
+                for r in content.runs
+            ],
+        ),
+    ]
+    style = (
+        "body{font-family:sans-serif;max-width:1400px;margin:1em auto;padding:0 1em}"
+        "table{border-collapse:collapse;margin:1em 0}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;vertical-align:top}th{background:#f3f3f3}img{max-width:100%}"
+    )
+    return (
+        "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>PPO comparison report</title>"
+        f"<style>{style}</style></head>\n<body>\n" + "\n".join(parts) + "\n</body></html>\n"
+    )
 
 
-def write_report(run_dirs: Sequence[Path], out: Path, random_episodes: int = 10, random_returns: Mapping[str, float] | None = None) -> Path:
+def write_report(
+    run_dirs: Sequence[Path], out: Path, random_episodes: int = 10, random_returns: Mapping[str, float] | None = None
+) -> Path:
     """Write the report of ``run_dirs`` into ``out`` and return ``out/index.html``. ``random_returns``
     (MuJoCo env -> return) replaces measuring the random-policy baselines."""
-    runs = sorted((run for run in map(load_run, run_dirs) if run.records), key=lambda r: (r.env, r.objective_order, r.objective, r.seed))
+    runs = sorted(
+        (run for run in map(load_run, run_dirs) if run.records),
+        key=lambda r: (r.env, r.objective_order, r.objective, r.seed),
+    )
     if not runs:
         raise ReportError(f"none of the {len(run_dirs)} runs has a metrics line yet; nothing to report")
     out.mkdir(parents=True, exist_ok=True)
     groups = group_runs(runs)
-    objectives = tuple(dict.fromkeys(run.objective for run in sorted(runs, key=lambda r: (r.objective_order, r.objective))))
+    objectives = tuple(
+        dict.fromkeys(run.objective for run in sorted(runs, key=lambda r: (r.objective_order, r.objective)))
+    )
     colors = objective_colors(objectives)
     by_env: dict[str, dict[str, list[Run]]] = {}
     for (env, objective), members in groups.items():
@@ -730,12 +815,18 @@ def write_report(run_dirs: Sequence[Path], out: Path, random_episodes: int = 10,
         random_returns = random_baselines(mujoco_envs, out, random_episodes) if mujoco_envs else {}
     normalized = normalized_scores(scores, {env: random_returns[env] for env in mujoco_envs if env in random_returns})
 
-    figures = {"Learning curves (mean ± 1 std over seeds)": [combined_learning_curves_figure(by_env, colors, out)]
-               + [learning_curve_figure(env, env_groups, colors, out) for env, env_groups in by_env.items()],
-               "KL to the old policy, clip fraction and beta": [diagnostics_figure(env, env_groups, colors, out) for env, env_groups in by_env.items()]}
+    figures = {
+        "Learning curves (mean ± 1 std over seeds)": [combined_learning_curves_figure(by_env, colors, out)]
+        + [learning_curve_figure(env, env_groups, colors, out) for env, env_groups in by_env.items()],
+        "KL to the old policy, clip fraction and beta": [
+            diagnostics_figure(env, env_groups, colors, out) for env, env_groups in by_env.items()
+        ],
+    }
     text_envs = {env: env_groups for env, env_groups in by_env.items() if env not in mujoco_envs}
     if text_envs:
-        figures["Text: reward vs reference KL, response length, gold vs learned reward"] = [text_figure(env, g, colors, out) for env, g in text_envs.items()]
+        figures["Text: reward vs reference KL, response length, gold vs learned reward"] = [
+            text_figure(env, g, colors, out) for env, g in text_envs.items()
+        ]
     samples = {env: comparison for env, g in text_envs.items() if (comparison := compare_samples(g)) is not None}
 
     content = ReportContent(tuple(runs), tuple(scores), normalized, dict(random_returns), objectives, figures, samples)
@@ -749,19 +840,23 @@ def write_report(run_dirs: Sequence[Path], out: Path, random_episodes: int = 10,
 
 def default_report_dir(paths: Sequence[Path]) -> Path:
     """``<path>/report`` for one path, ``<the deepest folder holding every path>/report`` for several."""
-    return Path(os.path.commonpath([Path(p).resolve() for p in paths])) / "report" if len(paths) > 1 else Path(paths[0]) / "report"
+    return (
+        Path(os.path.commonpath([Path(p).resolve() for p in paths])) / "report"
+        if len(paths) > 1
+        else Path(paths[0]) / "report"
+    )
 
 
 @dataclass(frozen=True)
 class ReportConfig:
-    """Write a report (curves, diagnostics, final-score tables, normalised score, HTML) over run folders (ppo report)."""
+    """Write a report over run folders: curves, diagnostics, final scores, normalised score, HTML (ppo report)."""
 
     runs: tyro.conf.Positional[tuple[Path, ...]] = ()
     """Run folders, or folders that contain runs (searched recursively), e.g. runs/compare."""
     out: Path | None = None
     """Report folder; default <the folder given>/report (several paths: <their common parent>/report)."""
     random_episodes: int = 10
-    """Episodes of uniform random actions that measure each MuJoCo env's random-policy return (cached in the report folder)."""
+    """Episodes of uniform random actions measuring each MuJoCo env's random-policy return (cached)."""
 
 
 def report_cli(config: ReportConfig) -> None:

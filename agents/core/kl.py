@@ -1,9 +1,15 @@
-"""KL estimators and the penalty-coefficient controllers."""
+"""KL estimators and the KL-coefficient controllers.
+
+Every controller has one contract, ``KLController``: read ``beta``; call ``update(kl, n)`` once per
+iteration with the iteration's mean KL and the number of items (transitions or sequences) it was
+measured on; ``state_dict``/``load_state_dict`` for checkpoints.
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
@@ -38,21 +44,38 @@ def gaussian_kl(
     return per_dim.sum(-1)
 
 
+class KLController(Protocol):
+    """A KL coefficient that may adapt once per iteration."""
+
+    beta: float
+
+    def update(self, kl: float, n: int) -> None:
+        """Adapt ``beta`` to the mean KL ``kl`` measured over ``n`` items of the last iteration."""
+        ...
+
+    def state_dict(self) -> dict[str, float]: ...
+
+    def load_state_dict(self, state: dict[str, float]) -> None: ...
+
+
 @dataclass
 class AdaptivePenalty:
     """The PPO paper's adaptive KL coefficient (Schulman et al. 2017, section 4).
 
     After each policy update, with ``d = E[KL(pi_old, pi)]`` of that update:
     ``d < kl_target / 1.5 -> beta /= 2``; ``d > kl_target * 1.5 -> beta *= 2``; otherwise unchanged.
-    Call ``update`` once per iteration, never per minibatch.
+    Call ``update`` once per iteration, never per minibatch; the rule does not depend on ``n``.
     """
 
     beta: float
     kl_target: float
 
-    def update(self, kl: float) -> None:
+    def update(self, kl: float, n: int) -> None:
+        del n
         if not math.isfinite(kl):
-            raise ValueError(f"AdaptivePenalty got a non-finite KL ({kl}); the update diverged, lower the learning rate")
+            raise ValueError(
+                f"AdaptivePenalty got a non-finite KL ({kl}); the update diverged, lower the learning rate"
+            )
         if kl < self.kl_target / 1.5:
             self.beta /= 2.0
         elif kl > self.kl_target * 1.5:
@@ -68,12 +91,14 @@ class AdaptivePenalty:
 
 @dataclass
 class FixedPenalty:
-    """A constant KL coefficient (the paper's "fixed KL" ablation, or a fixed reference leash); ``update`` leaves beta as it is."""
+    """A constant KL coefficient (the paper's "fixed KL" ablation, or a fixed reference leash); ``update`` leaves
+    beta as it is.
+    """
 
     beta: float
 
-    def update(self, kl: float, n_steps: int = 0) -> None:
-        del kl, n_steps
+    def update(self, kl: float, n: int) -> None:
+        del kl, n
 
     def state_dict(self) -> dict[str, float]:
         return {"beta": self.beta}
@@ -86,8 +111,8 @@ class FixedPenalty:
 class ProportionalKL:
     """The adaptive reference-KL coefficient of Ziegler et al. 2019 (lm-human-preferences, classic TRL).
 
-    ``e = clip(KL / target - 1, -0.2, 0.2)``; ``beta <- beta * (1 + e * n_steps / horizon)``, with KL the
-    mean per-sequence KL to the reference of the last batch and ``n_steps`` its number of sequences.
+    ``e = clip(KL / target - 1, -0.2, 0.2)``; ``beta <- beta * (1 + e * n / horizon)``, with KL the
+    mean per-sequence KL to the reference of the last batch and ``n`` its number of sequences.
     Call ``update`` once per iteration.
     """
 
@@ -95,11 +120,14 @@ class ProportionalKL:
     kl_target: float
     horizon: int
 
-    def update(self, kl: float, n_steps: int) -> None:
+    def update(self, kl: float, n: int) -> None:
         if not math.isfinite(kl):
-            raise ValueError(f"ProportionalKL got a non-finite KL ({kl}); the policy diverged from the reference, lower the learning rate")
+            raise ValueError(
+                f"ProportionalKL got a non-finite KL ({kl}); "
+                "the policy diverged from the reference, lower the learning rate"
+            )
         error = min(max(kl / self.kl_target - 1.0, -0.2), 0.2)  # clip range 0.2 from Ziegler et al. 2019
-        self.beta *= 1.0 + error * n_steps / self.horizon
+        self.beta *= 1.0 + error * n / self.horizon
 
     def state_dict(self) -> dict[str, float]:
         return {"beta": self.beta, "kl_target": self.kl_target, "horizon": self.horizon}

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import torch
 
-from agents.gae import masked_mean
+from agents.core.advantages import masked_mean
 
 
 class SurrogateInputs(NamedTuple):
@@ -30,7 +30,9 @@ class SurrogateInputs(NamedTuple):
 
 
 def clip_surrogate(x: SurrogateInputs, clip_coef: float | torch.Tensor) -> torch.Tensor:
-    """PPO-Clip (Schulman et al. 2017, eq. 7), negated: ``-E[min(r A, clip(r, 1-eps, 1+eps) A)]``, ``r = exp(logp - old_logp)``."""
+    """PPO-Clip (Schulman et al. 2017, eq. 7), negated: ``-E[min(r A, clip(r, 1-eps, 1+eps) A)]``,
+    ``r = exp(logp - old_logp)``.
+    """
     ratio = torch.exp(x.logp - x.old_logp)
     unclipped = ratio * x.advantages
     clipped = torch.clamp(ratio, 1.0 - clip_coef, 1.0 + clip_coef) * x.advantages

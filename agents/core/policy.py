@@ -1,4 +1,8 @@
-"""The contract between the PPO core and a policy: ``ppo_update`` only ever calls ``policy(inputs)``."""
+"""The contract between the PPO core and a policy: ``ppo_update`` only ever calls ``policy(inputs)``.
+
+``ActorCritic`` is the annotation of the policy at the core's call sites (``ppo_update``,
+``make_minibatch_step``); ``GaussianActorCritic`` (walkers) and ``LMActorCritic`` (text) implement it.
+"""
 
 from __future__ import annotations
 
@@ -30,3 +34,7 @@ class ActorCritic(Protocol):
     def __call__(self, inputs: dict[str, torch.Tensor]) -> Evaluation: ...
 
     def named_parameters(self): ...
+
+    def critic_parameter_names(self) -> frozenset[str]:
+        """Names (as in ``named_parameters``) of the parameters that only the value estimate depends on."""
+        ...

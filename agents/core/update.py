@@ -2,7 +2,8 @@
 
 The step (forward, loss, gradient, global-norm clip, Adam) is a pure function of the parameters
 and the optimiser state, so ``torch.compile`` can fuse it into one graph; eagerly it is the same
-code. The policy is only ever called as ``policy(minibatch.inputs) -> Evaluation``.
+code. The policy is only ever called as ``policy(minibatch.inputs) -> Evaluation``: the
+``ActorCritic`` annotation below is the whole contract between the core and a policy.
 """
 
 from __future__ import annotations
@@ -13,117 +14,36 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
-from torch import nn
 from torch.func import functional_call, grad_and_value
-from torch.optim.adam import adam as torch_adam
 
-from agents.buffer import Minibatch, minibatch_indices
-from agents.config import AdaptiveKL, Clip, FixedKL, NoClip, PPOConfig
-from agents.gae import masked_mean, whiten
-from agents.kl import kl_k1, kl_k3
-from agents.policy import Evaluation
-from agents.losses import (
-    SurrogateInputs,
-    clip_fraction,
-    clip_surrogate,
-    entropy_bonus,
-    kl_penalty_surrogate,
-    unclipped_surrogate,
-    value_loss,
-)
-
-ADAM_BETAS = (0.9, 0.999)  # torch.optim.Adam / Kingma & Ba defaults, as in the paper's implementation
-GRAD_NORM_EPS = 1e-6  # same epsilon as torch.nn.utils.clip_grad_norm_
+from agents.core.advantages import masked_mean, whiten
+from agents.core.batch import Minibatch, minibatch_indices
+from agents.core.config import PPOConfig
+from agents.core.kl import kl_k1, kl_k3
+from agents.core.losses import SurrogateInputs, clip_fraction, entropy_bonus, value_loss
+from agents.core.objectives import Objective
+from agents.core.optimizer import AdamState, adam_step, clip_by_global_norm, fused_adam_step
+from agents.core.policy import ActorCritic, Evaluation
 
 
 class NonFiniteLossError(RuntimeError):
     """A PPO step produced a NaN or infinite loss; the run stops without touching its last checkpoint."""
 
 
-class AdamState:
-    """Adam moments and step count for a dict of parameters (mirrors ``torch.optim.Adam``'s state)."""
-
-    def __init__(self, params: dict[str, torch.Tensor]) -> None:
-        self.exp_avg = {name: torch.zeros_like(p) for name, p in params.items()}
-        self.exp_avg_sq = {name: torch.zeros_like(p) for name, p in params.items()}
-        self.step = torch.zeros((), dtype=torch.float32, device=next(iter(params.values())).device)
-
-    def state_dict(self) -> dict:
-        return {"exp_avg": self.exp_avg, "exp_avg_sq": self.exp_avg_sq, "step": self.step}
-
-    def load_state_dict(self, state: dict) -> None:
-        for name in self.exp_avg:
-            self.exp_avg[name].copy_(state["exp_avg"][name])
-            self.exp_avg_sq[name].copy_(state["exp_avg_sq"][name])
-        self.step.copy_(state["step"])
-
-
-def adam_step(
-    params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor], state: AdamState, lr: torch.Tensor, eps: float
-) -> None:
-    """One in-place Adam update, the same arithmetic as ``torch.optim.Adam`` (single-tensor path):
-
-    ``m = b1 m + (1 - b1) g``; ``v = b2 v + (1 - b2) g^2``;
-    ``p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)``.
-    Written out so ``torch.compile`` can fuse it with the backward pass (a test pins it to torch.optim.Adam).
-    """
-    beta1, beta2 = ADAM_BETAS
-    state.step.add_(1.0)
-    bias_correction1 = 1.0 - beta1**state.step
-    bias_correction2_sqrt = torch.sqrt(1.0 - beta2**state.step)
-    for name, param in params.items():
-        grad = grads[name]
-        state.exp_avg[name].lerp_(grad, 1.0 - beta1)
-        state.exp_avg_sq[name].mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
-        denominator = state.exp_avg_sq[name].sqrt() / bias_correction2_sqrt + eps
-        param.sub_(lr / bias_correction1 * state.exp_avg[name] / denominator)
-
-
-def fused_adam_step(
-    params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor], state: AdamState, lr: torch.Tensor, eps: float
-) -> None:
-    """``adam_step`` through torch's fused Adam kernel (one pass over memory instead of about nine), for eager steps.
-
-    For a 135M-parameter LM the written-out update costs about a second per step on one CPU thread.
-    """
-    beta1, beta2 = ADAM_BETAS
-    names = list(params)
-    steps = [state.step.clone() for _ in names]  # the kernel advances one counter per tensor; ours is shared
-    torch_adam(
-        [params[n] for n in names], [grads[n] for n in names], [state.exp_avg[n] for n in names], [state.exp_avg_sq[n] for n in names],
-        [], steps, fused=True, amsgrad=False, beta1=beta1, beta2=beta2, lr=float(lr), weight_decay=0.0, eps=eps, maximize=False,
-    )
-    state.step.add_(1.0)
-
-
-def clip_by_global_norm(grads: dict[str, torch.Tensor], max_norm: float) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """Scale every gradient in place by ``min(1, max_norm / (||g||_2 + 1e-6))`` over all of them together (as
-    ``clip_grad_norm_``); returns the same dict and the norm before clipping. In place: an LM's gradients are
-    hundreds of MB, and a scaled copy would double them at the step's memory peak."""
-    total_norm = torch.nn.utils.get_total_norm(list(grads.values()))
-    torch._foreach_mul_(list(grads.values()), torch.clamp(max_norm / (total_norm + GRAD_NORM_EPS), max=1.0))
-    return grads, total_norm
-
-
-def policy_surrogate(objective: Clip | AdaptiveKL | FixedKL | NoClip, inputs: SurrogateInputs, beta: torch.Tensor) -> torch.Tensor:
-    """The objective's policy loss; ``beta`` is the current KL coefficient (ignored by clip and no-clip)."""
-    if isinstance(objective, Clip):
-        return clip_surrogate(inputs, objective.clip_coef)
-    if isinstance(objective, (AdaptiveKL, FixedKL)):
-        return kl_penalty_surrogate(inputs, beta)
-    return unclipped_surrogate(inputs)
-
-
-def diagnostic_clip_coef(objective: Clip | AdaptiveKL | FixedKL | NoClip) -> float:
-    """The epsilon the logged clip fraction counts against."""
-    return objective.clip_coef if isinstance(objective, Clip) else objective.clip_fraction_reference
-
-
-STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl_k1", "approx_kl_k3", "kl_exact", "clip_fraction", "grad_norm")
+STAT_NAMES = (
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "approx_kl_k1",
+    "approx_kl_k3",
+    "kl_exact",
+    "clip_fraction",
+    "grad_norm",
+)
 
 
 def make_minibatch_step(
-    policy: nn.Module, objective: Clip | AdaptiveKL | FixedKL | NoClip, cfg: PPOConfig, compile: bool
+    policy: ActorCritic, objective: Objective, cfg: PPOConfig, compile: bool
 ) -> Callable[[dict[str, torch.Tensor], AdamState, Minibatch, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
     """Build ``step(params, adam_state, batch, index, lr, beta) -> stats``: one gradient step on the
     minibatch ``batch.select(index)`` that updates ``params`` in place.
@@ -132,12 +52,12 @@ def make_minibatch_step(
     per-scalar overhead). With ``compile`` the step is wrapped in ``torch.compile`` and falls back
     to eager, with a warning, if compilation fails on this machine.
     """
-    fraction_coef = diagnostic_clip_coef(objective)
+    fraction_coef = objective.diagnostic_clip_coef
 
     def loss_and_stats(evaluation: Evaluation, mb: Minibatch, beta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         advantages = whiten(mb.advantages, mb.mask) if cfg.normalize_advantages else mb.advantages
         surrogate_inputs = SurrogateInputs(evaluation.logp, mb.old_logp, advantages, evaluation.kl, mb.mask)
-        policy_loss = policy_surrogate(objective, surrogate_inputs, beta)
+        policy_loss = objective.surrogate(surrogate_inputs, beta)
         v_loss = value_loss(evaluation.value, mb.old_values, mb.returns, mb.mask, cfg.value_clip)
         entropy = entropy_bonus(evaluation.entropy, mb.mask)
         loss = policy_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
@@ -176,7 +96,12 @@ def make_minibatch_step(
         return dict(zip(params, grads)), stats
 
     def compiled_step(
-        params: dict[str, torch.Tensor], adam: AdamState, batch: Minibatch, index: torch.Tensor, lr: torch.Tensor, beta: torch.Tensor
+        params: dict[str, torch.Tensor],
+        adam: AdamState,
+        batch: Minibatch,
+        index: torch.Tensor,
+        lr: torch.Tensor,
+        beta: torch.Tensor,
     ) -> torch.Tensor:
         grads, stats = functional_gradients(params, batch.select(index), beta)
         grads, grad_norm = clip_by_global_norm(grads, cfg.max_grad_norm)
@@ -184,7 +109,12 @@ def make_minibatch_step(
         return torch.cat([stats, grad_norm.reshape(1)])
 
     def eager_step(
-        params: dict[str, torch.Tensor], adam: AdamState, batch: Minibatch, index: torch.Tensor, lr: torch.Tensor, beta: torch.Tensor
+        params: dict[str, torch.Tensor],
+        adam: AdamState,
+        batch: Minibatch,
+        index: torch.Tensor,
+        lr: torch.Tensor,
+        beta: torch.Tensor,
     ) -> torch.Tensor:
         grads, stats = autograd_gradients(params, batch.select(index), beta)
         with torch.no_grad():
@@ -205,7 +135,10 @@ def make_minibatch_step(
             result = compiled(*args)
             chosen.append(compiled)
         except Exception as error:  # noqa: BLE001 - any compiler failure means: run eagerly instead
-            print(f"warning: torch.compile failed ({type(error).__name__}); running the PPO step eagerly (pass --no-compile to skip trying)")
+            print(
+                f"warning: torch.compile failed ({type(error).__name__}); "
+                "running the PPO step eagerly (pass --no-compile to skip trying)"
+            )
             eager = make_minibatch_step(policy, objective, cfg, compile=False)
             result = eager(*args)
             chosen.append(eager)
@@ -218,9 +151,11 @@ class UpdateResult(NamedTuple):
     """Means over the update's minibatches, plus what was measured once after it."""
 
     stats: dict[str, float]
-    """Every name in ``STAT_NAMES`` averaged over minibatches, plus ``epochs_run``, ``kl_after_update`` and ``explained_variance``."""
+    """Every name in ``STAT_NAMES`` averaged over minibatches, plus ``epochs_run``, ``kl_after_update`` and
+    ``explained_variance``."""
     kl_after_update: float
-    """Mean exact (or k3) KL(pi_old || pi) over the whole batch after the last epoch: the ``d`` the adaptive penalty reads."""
+    """Mean exact (or k3) KL(pi_old || pi) over the whole batch after the last epoch: the ``d`` the adaptive
+    penalty reads."""
 
 
 @dataclass(frozen=True)
@@ -243,7 +178,7 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.
 
 
 def ppo_update(
-    policy: nn.Module,
+    policy: ActorCritic,
     params: dict[str, torch.Tensor],
     adam: AdamState,
     step: Callable,
@@ -264,13 +199,18 @@ def ppo_update(
     per_step: list[torch.Tensor] = []
     epochs_run = 0
     for _ in range(cfg.epochs):
-        epoch_stats = [step(params, adam, batch, index, lr, beta) for index in minibatch_indices(batch.size, cfg.minibatch_size, generator)]
+        epoch_stats = [
+            step(params, adam, batch, index, lr, beta)
+            for index in minibatch_indices(batch.size, cfg.minibatch_size, generator)
+        ]
         per_step.extend(epoch_stats)
         epochs_run += 1
         epoch_mean = torch.stack(epoch_stats).mean(0)
         if not torch.isfinite(epoch_mean).all():
             bad = [name for name, value in zip(STAT_NAMES, epoch_mean.tolist()) if not math.isfinite(value)]
-            raise NonFiniteLossError(f"non-finite {', '.join(bad)} in the PPO update; lower --learning-rate or check the rewards")
+            raise NonFiniteLossError(
+                f"non-finite {', '.join(bad)} in the PPO update; lower --learning-rate or check the rewards"
+            )
         if cfg.target_kl is not None and epoch_mean[STAT_NAMES.index("approx_kl_k3")].item() > cfg.target_kl:
             break
     means = dict(zip(STAT_NAMES, torch.stack(per_step).mean(0).tolist()))
@@ -284,7 +224,7 @@ def ppo_update(
 
 
 @torch.no_grad()
-def kl_over_batch(policy: nn.Module, batch: Minibatch, chunk: int) -> float:
+def kl_over_batch(policy: ActorCritic, batch: Minibatch, chunk: int) -> float:
     """Mean KL(pi_old || pi) over every valid item of ``batch``, evaluated ``chunk`` items at a time."""
     total, count = 0.0, 0.0
     for start in range(0, batch.size, chunk):

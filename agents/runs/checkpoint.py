@@ -73,7 +73,28 @@ def load_checkpoint(run_or_file: Path, map_location: str | torch.device = "cpu")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, OSError) as error:
-        raise CheckpointError(f"checkpoint {path} is corrupt or truncated ({type(error).__name__}); resume from an earlier copy or start a new run") from error
+        raise CheckpointError(
+            f"checkpoint {path} is corrupt or truncated ({type(error).__name__}); "
+            "resume from an earlier copy or start a new run"
+        ) from error
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"{path} is not a checkpoint of this version of ppo (format {state.get('format') if isinstance(state, dict) else '?'}); start a new run")
+        raise CheckpointError(
+            f"{path} is not a checkpoint of this version of ppo "
+            f"(format {state.get('format') if isinstance(state, dict) else '?'}); start a new run"
+        )
     return state
+
+
+def global_rng_state() -> dict:
+    """torch's global CPU and CUDA generator states, for a checkpoint."""
+    return {
+        "torch_rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def restore_global_rng_state(state: dict, device: torch.device) -> None:
+    """Inverse of ``global_rng_state`` (the CUDA states only when running on CUDA)."""
+    torch.set_rng_state(state["torch_rng"].cpu())
+    if state.get("cuda_rng") and device.type == "cuda":
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda_rng"]])

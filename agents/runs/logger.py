@@ -1,4 +1,4 @@
-"""Run folders: config.json, metrics.jsonl (one JSON object per iteration) and TensorBoard events."""
+"""A run's metrics: metrics.jsonl (one JSON object per iteration), samples.jsonl and TensorBoard events."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from pathlib import Path
 from torch.utils.tensorboard import SummaryWriter
 
 METRICS_FILE = "metrics.jsonl"
-CONFIG_FILE = "config.json"
 SAMPLES_FILE = "samples.jsonl"
 
 
@@ -21,7 +20,9 @@ class RunLogger:
     checkpoint, so the file reads as if the run had never stopped.
     """
 
-    def __init__(self, run_dir: Path, resume_after_iteration: int | None = None, resume_step: int | None = None) -> None:
+    def __init__(
+        self, run_dir: Path, resume_after_iteration: int | None = None, resume_step: int | None = None
+    ) -> None:
         self.run_dir = run_dir
         self.metrics_path = run_dir / METRICS_FILE
         if resume_after_iteration is not None:
@@ -47,11 +48,15 @@ class RunLogger:
         self.metrics_file.flush()
 
     def log_samples(self, iteration: int, global_step: int, rows: list[dict]) -> None:
-        """Sample completions of one iteration: a line of ``samples.jsonl`` and a markdown table in TensorBoard's text tab."""
+        """Sample completions of one iteration: a line of ``samples.jsonl`` and a markdown table in TensorBoard's
+        text tab.
+        """
         with open(self.run_dir / SAMPLES_FILE, "a", encoding="utf-8") as handle:
             handle.write(json.dumps({"iteration": iteration, "global_step": global_step, "samples": rows}) + "\n")
         columns = list(rows[0]) if rows else []
-        self.writer.add_text("samples", markdown_table(columns, [[markdown_cell(row[c]) for c in columns] for row in rows]), global_step)
+        self.writer.add_text(
+            "samples", markdown_table(columns, [[markdown_cell(row[c]) for c in columns] for row in rows]), global_step
+        )
 
     def close(self) -> None:
         self.metrics_file.close()
@@ -65,7 +70,9 @@ def markdown_cell(value) -> str:
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """A markdown table of cells already made safe (``markdown_cell``)."""
-    return "\n".join([f"| {' | '.join(header)} |", f"|{'---|' * len(header)}", *(f"| {' | '.join(row)} |" for row in rows)])
+    return "\n".join(
+        [f"| {' | '.join(header)} |", f"|{'---|' * len(header)}", *(f"| {' | '.join(row)} |" for row in rows)]
+    )
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -79,19 +86,3 @@ def read_jsonl(path: Path) -> list[dict]:
         except json.JSONDecodeError:
             break
     return records
-
-
-def write_config(run_dir: Path, config: dict) -> None:
-    """``config.json``: the exact config of the run, reloadable with ``config_from_dict``."""
-    (run_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-
-
-def read_config(run_dir: Path) -> dict:
-    """The dict ``write_config`` wrote; a one-line error if the folder is not a run."""
-    path = Path(run_dir) / CONFIG_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"{run_dir} is not a run folder (no {CONFIG_FILE}); pass a folder under runs/")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON ({error}); the run's config is damaged") from error

@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from pathlib import Path
 from typing import NamedTuple
 
 import torch
 from torch import nn
 
-from agents.kl import kl_k3
-from agents.policy import Evaluation
+from agents.core.kl import kl_k3
+from agents.core.policy import Evaluation
+from envs.text.models import without_quantization
+
+POLICY_DIR = "policy"
+"""A finished text run's trained LM, as an ordinary Hugging Face folder inside the run folder."""
 
 
 def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -25,8 +30,11 @@ def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
-def token_log_probs_and_entropy(logits: torch.Tensor, tokens: torch.Tensor, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """``log softmax(logits / temperature)`` at ``tokens`` and the entropy of that distribution; ``(B, T, V) -> (B, T), (B, T)``.
+def token_log_probs_and_entropy(
+    logits: torch.Tensor, tokens: torch.Tensor, temperature: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``log softmax(logits / temperature)`` at ``tokens`` and the entropy of that distribution;
+    ``(B, T, V) -> (B, T), (B, T)``.
 
     The same temperature must be used when sampling and when training, or the ratio does not start at 1.
     The entropy is a diagnostic without gradient: its backward over the whole vocabulary would cost
@@ -47,7 +55,9 @@ class LMActorCritic(nn.Module):
     value comes from its own copy of the LM (more memory, no interference between the heads).
     """
 
-    def __init__(self, lm: nn.Module, temperature: float = 1.0, separate_critic: bool = False, zero_value_head: bool = True) -> None:
+    def __init__(
+        self, lm: nn.Module, temperature: float = 1.0, separate_critic: bool = False, zero_value_head: bool = True
+    ) -> None:
         super().__init__()
         self.lm = lm
         self.temperature = temperature
@@ -57,6 +67,10 @@ class LMActorCritic(nn.Module):
             nn.init.zeros_(self.value_head.weight)
             nn.init.zeros_(self.value_head.bias)
         self.critic_lm = copy.deepcopy(lm) if separate_critic else None
+
+    def critic_parameter_names(self) -> frozenset[str]:
+        """The value head's parameters, and the critic LM's with ``separate_critic``."""
+        return frozenset(name for name, _ in self.named_parameters() if name.startswith(("value_head.", "critic_lm.")))
 
     def forward(self, inputs: dict[str, torch.Tensor]) -> Evaluation:
         """Evaluate whole sequences: ``inputs`` holds ``input_ids``, ``attention_mask`` ``(B, P + T)`` and
@@ -99,7 +113,8 @@ class SampledResponses(NamedTuple):
 
 
 def inverse_cdf_sample(logits: torch.Tensor, uniforms: torch.Tensor, temperature: float) -> torch.Tensor:
-    """Sample one token per row from ``softmax(logits / temperature)`` by inverting its CDF at ``uniforms``; ``(B, V), (B,) -> (B,)``.
+    """Sample one token per row from ``softmax(logits / temperature)`` by inverting its CDF at ``uniforms``;
+    ``(B, V), (B,) -> (B,)``.
 
     Drawing the uniforms up front makes a sequence's tokens depend only on its own row of random
     numbers, so a batch and a one-at-a-time loop sample the same tokens.
@@ -125,7 +140,12 @@ def sample_responses(
     batch, num_tokens = uniforms.shape
     device = prompt_ids.device
     attention_mask = prompt_mask.clone()
-    output = lm(input_ids=prompt_ids, attention_mask=attention_mask, position_ids=position_ids_from_mask(attention_mask), use_cache=True)
+    output = lm(
+        input_ids=prompt_ids,
+        attention_mask=attention_mask,
+        position_ids=position_ids_from_mask(attention_mask),
+        use_cache=True,
+    )
     next_position = attention_mask.sum(-1, keepdim=True)
     response_ids = torch.full((batch, num_tokens), pad_id, dtype=torch.long, device=device)
     response_mask = torch.zeros(batch, num_tokens, dtype=torch.long, device=device)
@@ -143,18 +163,30 @@ def sample_responses(
         running = running & (tokens != eos_id)
         if t == num_tokens - 1 or not running.any():
             break
-        output = lm(input_ids=tokens.unsqueeze(1), attention_mask=attention_mask, position_ids=next_position, cache=output.cache, use_cache=True)
+        output = lm(
+            input_ids=tokens.unsqueeze(1),
+            attention_mask=attention_mask,
+            position_ids=next_position,
+            cache=output.cache,
+            use_cache=True,
+        )
         next_position = next_position + 1
     ended = ((response_ids == eos_id) & response_mask.bool()).any(-1)
     return SampledResponses(response_ids, response_mask, sampled_logp, ended)
 
 
 @torch.no_grad()
-def sequence_log_probs(lm: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, response_ids: torch.Tensor, temperature: float) -> torch.Tensor:
+def sequence_log_probs(
+    lm: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, response_ids: torch.Tensor, temperature: float
+) -> torch.Tensor:
     """log pi(response token t | prefix) for whole sequences in one forward; ``(B, P + T) -> (B, T)``."""
     num_response = response_ids.shape[1]
     logits = lm(
-        input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids_from_mask(attention_mask), logits_to_keep=num_response + 1, use_cache=False
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=position_ids_from_mask(attention_mask),
+        logits_to_keep=num_response + 1,
+        use_cache=False,
     ).logits[:, :-1]
     return token_log_probs_and_entropy(logits, response_ids, temperature)[0]
 
@@ -179,6 +211,22 @@ class ReferencePolicy:
     def adapters_off(self):
         return self.lm.disable_adapter() if self.share_base_with_lora else contextlib.nullcontext()
 
-    def log_probs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, response_ids: torch.Tensor, temperature: float) -> torch.Tensor:
+    def log_probs(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, response_ids: torch.Tensor, temperature: float
+    ) -> torch.Tensor:
         with self.adapters_off():
             return sequence_log_probs(self.lm, input_ids, attention_mask, response_ids, temperature)
+
+
+def save_policy_directory(policy: LMActorCritic, tokenizer, directory: Path) -> None:
+    """Write the trained LM as an ordinary Hugging Face folder (``AutoModelForCausalLM.from_pretrained`` loads it),
+    with LoRA merged, plus ``value_head.pt``."""
+    lm = policy.lm
+    if hasattr(lm, "merge_and_unload"):
+        lm = copy.deepcopy(lm).merge_and_unload()
+    if getattr(lm.config, "quantization_config", None) is not None:
+        lm = without_quantization(lm)
+    directory.mkdir(parents=True, exist_ok=True)
+    lm.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    torch.save(policy.value_head.state_dict(), directory / "value_head.pt")

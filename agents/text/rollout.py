@@ -7,9 +7,9 @@ from typing import NamedTuple
 
 import torch
 
-from agents.buffer import Minibatch
-from agents.gae import compute_gae, whiten
-from agents.lm import LMActorCritic, ReferencePolicy, sample_responses
+from agents.core.advantages import compute_gae, whiten
+from agents.core.batch import Minibatch
+from agents.text.actor_critic import LMActorCritic, ReferencePolicy, sample_responses
 
 
 class TextBatchSettings(NamedTuple):
@@ -29,7 +29,8 @@ class TextRollout(NamedTuple):
     """One iteration's completions and the PPO batch built from them."""
 
     batch: Minibatch
-    """By-sequence batch: ``inputs`` hold ``input_ids``/``attention_mask`` ``(B, P + T)``, ``response_ids``/``old_logp`` ``(B, T)``."""
+    """By-sequence batch: ``inputs`` hold ``input_ids``/``attention_mask`` ``(B, P + T)``,
+    ``response_ids``/``old_logp`` ``(B, T)``."""
     prompts: list[str]
     completions: list[str]
     scores: torch.Tensor
@@ -64,6 +65,16 @@ def left_pad(sequences: list[list[int]], pad_id: int, device: torch.device) -> t
     return ids.to(device), mask.to(device)
 
 
+def format_prompts(tokenizer, prompts: list[str], chat_template: bool) -> list[str]:
+    """Optionally wrap each prompt as a user turn of the tokenizer's chat template, ready for the assistant's answer."""
+    if not chat_template:
+        return prompts
+    return [
+        tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
+        for p in prompts
+    ]
+
+
 def encode_prompts(tokenizer, prompts: list[str], max_prompt_tokens: int) -> list[list[int]]:
     """Token ids of each prompt; a one-line error for an empty prompt or one longer than the limit."""
     encoded = []
@@ -72,7 +83,10 @@ def encode_prompts(tokenizer, prompts: list[str], max_prompt_tokens: int) -> lis
         if not ids:
             raise ValueError(f"prompt {index} is empty; remove it from the prompts")
         if len(ids) > max_prompt_tokens:
-            raise ValueError(f"prompt {index} has {len(ids)} tokens, more than --max-prompt-tokens {max_prompt_tokens}: {prompt[:60]!r}...")
+            raise ValueError(
+                f"prompt {index} has {len(ids)} tokens, more than --max-prompt-tokens {max_prompt_tokens}: "
+                f"{prompt[:60]!r}..."
+            )
         encoded.append(ids)
     return encoded
 
@@ -109,8 +123,15 @@ def collect_text(
     uniforms = torch.rand(len(prompts), settings.max_new_tokens, generator=generator).to(device)
     policy.eval()
     chunks = [
-        sample_responses(policy.lm, prompt_ids[i : i + settings.forward_batch], prompt_mask[i : i + settings.forward_batch],
-                         uniforms[i : i + settings.forward_batch], settings.temperature, eos_id, pad_id)
+        sample_responses(
+            policy.lm,
+            prompt_ids[i : i + settings.forward_batch],
+            prompt_mask[i : i + settings.forward_batch],
+            uniforms[i : i + settings.forward_batch],
+            settings.temperature,
+            eos_id,
+            pad_id,
+        )
         for i in range(0, len(prompts), settings.forward_batch)
     ]
     response_ids = torch.cat([c.response_ids for c in chunks])
@@ -120,7 +141,9 @@ def collect_text(
     raw_scores, task_metrics = score(prompts, completions)
     scores = torch.tensor(raw_scores, dtype=torch.float32, device=device)
     if settings.eos_penalty is not None:
-        scores = torch.where(ended, scores, torch.full_like(scores, settings.eos_penalty))  # the "EOS trick" (reference.md)
+        scores = torch.where(
+            ended, scores, torch.full_like(scores, settings.eos_penalty)
+        )  # the "EOS trick" (lm-human-preferences)
 
     inputs = {
         "input_ids": torch.cat([prompt_ids, response_ids], dim=1),
@@ -135,7 +158,9 @@ def collect_text(
         evaluation = policy(part)
         old_logp.append(evaluation.logp)
         values.append(evaluation.value)
-        ref_logp.append(reference.log_probs(part["input_ids"], part["attention_mask"], part["response_ids"], settings.temperature))
+        ref_logp.append(
+            reference.log_probs(part["input_ids"], part["attention_mask"], part["response_ids"], settings.temperature)
+        )
     old_logp, values, ref_logp = torch.cat(old_logp) * mask, torch.cat(values) * mask, torch.cat(ref_logp) * mask
     inputs["old_logp"] = old_logp
     kl = (old_logp - ref_logp) * mask
@@ -145,9 +170,31 @@ def collect_text(
     terminated = torch.zeros_like(mask)
     terminated[torch.arange(len(prompts)), last] = 1.0  # EOS or the token limit ends the episode with its score
     next_values = torch.cat([values[:, 1:], torch.zeros_like(values[:, :1])], dim=1)
-    advantages, returns = compute_gae(rewards.T, values.T, next_values.T, terminated.T, torch.zeros_like(mask).T, mask.T, settings.gamma, settings.gae_lambda)
+    advantages, returns = compute_gae(
+        rewards.T,
+        values.T,
+        next_values.T,
+        terminated.T,
+        torch.zeros_like(mask).T,
+        mask.T,
+        settings.gamma,
+        settings.gae_lambda,
+    )
     advantages, returns = advantages.T.contiguous(), returns.T.contiguous()
     if settings.whiten_advantages:
         advantages = whiten(advantages, mask)
-    batch = Minibatch(inputs=inputs, old_logp=old_logp, advantages=advantages, returns=returns, old_values=values, mask=mask)
-    return TextRollout(batch, prompts, completions, scores, task_metrics, kl.sum(-1), response_ids, response_mask, ended, int(mask.sum()))
+    batch = Minibatch(
+        inputs=inputs, old_logp=old_logp, advantages=advantages, returns=returns, old_values=values, mask=mask
+    )
+    return TextRollout(
+        batch,
+        prompts,
+        completions,
+        scores,
+        task_metrics,
+        kl.sum(-1),
+        response_ids,
+        response_mask,
+        ended,
+        int(mask.sum()),
+    )

@@ -1,38 +1,16 @@
-"""``ppo eval``: load a trained policy and report its return over N episodes, optionally recording an MP4."""
+"""Walker evaluation: load a trained policy and measure its return over N episodes, optionally recording an MP4."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import tyro
 
-from agents.checkpoint import CheckpointError, load_checkpoint
-from agents.config import config_from_dict
-from agents.gaussian import GaussianActorCritic
-from agents.logger import CONFIG_FILE, read_config
+from agents.runs.checkpoint import CheckpointError, load_checkpoint
+from agents.runs.config import config_from_dict
+from agents.walkers.config import TrainConfig
+from agents.walkers.gaussian import GaussianActorCritic
 from envs.mujoco import make_vector_env
-
-
-@dataclass(frozen=True)
-class EvalConfig:
-    """Evaluate a checkpoint: mean +- std return over episodes (rendering headless needs MUJOCO_GL=egl)."""
-
-    run: tyro.conf.Positional[Path]
-    """Run folder (uses checkpoints/latest.pt) or a checkpoint file; for a text run, its folder."""
-    episodes: int = 10
-    """Number of episodes to run (text: number of held-out prompts, one completion each)."""
-    base: bool = False
-    """Text runs: evaluate the starting model instead of the trained policy (the "before")."""
-    deterministic: bool = True
-    """Act with the Gaussian mean instead of sampling."""
-    seed: int = 12345
-    """Seed of the evaluation episodes (different from training seeds by default)."""
-    video: Path | None = None
-    """Write an MP4 of the first episode here (e.g. walker.mp4)."""
-    device: str = "cpu"
-    """Device for the policy."""
 
 
 class EvaluationResult:
@@ -54,11 +32,15 @@ class EvaluationResult:
 def load_policy(run: Path, device: str = "cpu") -> tuple[GaussianActorCritic, str]:
     """The trained policy (with its observation normaliser) and its env id, from a run folder or checkpoint file."""
     state = load_checkpoint(run, map_location=device)
-    config = config_from_dict(state["config"])
+    config = config_from_dict(TrainConfig, state["config"])
     action_space = make_vector_env(config.env.env_id, 1).single_action_space
     obs_dim = state["policy"]["obs_mean"].shape[0]
     policy = GaussianActorCritic(
-        obs_dim, action_space.shape[0], config.ppo.hidden_sizes, config.ppo.initial_log_std, config.env.normalize_observations
+        obs_dim,
+        action_space.shape[0],
+        config.policy.hidden_sizes,
+        config.policy.initial_log_std,
+        config.env.normalize_observations,
     )
     try:
         policy.load_state_dict(state["policy"])
@@ -67,7 +49,9 @@ def load_policy(run: Path, device: str = "cpu") -> tuple[GaussianActorCritic, st
     return policy.to(device).eval(), config.env.env_id
 
 
-def evaluate(policy: GaussianActorCritic, env_id: str, episodes: int, seed: int, deterministic: bool, video: Path | None = None) -> EvaluationResult:
+def evaluate(
+    policy: GaussianActorCritic, env_id: str, episodes: int, seed: int, deterministic: bool, video: Path | None = None
+) -> EvaluationResult:
     """Run ``episodes`` full episodes (env seeds ``seed, seed+1, ...``) and return their raw returns."""
     if episodes < 1:
         raise ValueError(f"--episodes must be a positive integer, got {episodes}")
@@ -104,25 +88,3 @@ def write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     imageio.mimwrite(path, frames, fps=fps, macro_block_size=1)
-
-
-def is_text_run(path: Path) -> bool:
-    """True for a folder written by ``ppo train text``."""
-    return (path / CONFIG_FILE).is_file() and read_config(path).get("kind") == "text"
-
-
-def evaluate_cli(config: EvalConfig) -> None:
-    if is_text_run(config.run):
-        from agents.evaluate_text import evaluate_text_run
-
-        result = evaluate_text_run(config.run, config.episodes, config.seed, config.base)
-        extra = ", ".join(f"{name} {value:.3f}" for name, value in result.metrics.items())
-        print(f"{result.model}: score {np.mean(result.scores):.3f} ± {np.std(result.scores):.3f} over {len(result.scores)} held-out prompts; {extra}")
-        for prompt, completion, score in result.samples:
-            print(f"  {score:+.2f}  {prompt!r} -> {completion!r}")
-        return
-    policy, env_id = load_policy(config.run, config.device)
-    result = evaluate(policy, env_id, config.episodes, config.seed, config.deterministic, config.video)
-    print(f"{env_id}: return {result.mean:.1f} ± {result.std:.1f} over {config.episodes} episodes (mean length {np.mean(result.lengths):.0f})")
-    if config.video:
-        print(f"video written to {config.video}")

@@ -8,16 +8,19 @@ import numpy as np
 import torch
 from torch import nn
 
-from agents.kl import gaussian_kl
-from agents.policy import Evaluation
+from agents.core.kl import gaussian_kl
+from agents.core.policy import Evaluation
 
-OBSERVATION_CLIP = 10.0  # clip normalised observations to +-10 (Huang et al. 2022, continuous detail 7; CleanRL's TransformObservation)
+# clip normalised observations to +-10 (Huang et al. 2022, continuous detail 7; CleanRL's TransformObservation)
+OBSERVATION_CLIP = 10.0
 NORMALISER_EPS = 1e-8  # variance floor of the observation normaliser (gymnasium NormalizeObservation)
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 def orthogonal_mlp(sizes: list[int], output_gain: float) -> nn.Sequential:
-    """tanh MLP with orthogonal weights (gain sqrt(2) hidden, ``output_gain`` last) and zero biases (Huang et al. 2022, detail 2)."""
+    """tanh MLP with orthogonal weights (gain sqrt(2) hidden, ``output_gain`` last) and zero biases
+    (Huang et al. 2022, detail 2).
+    """
     layers: list[nn.Module] = []
     for index, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
         linear = nn.Linear(fan_in, fan_out)
@@ -57,6 +60,10 @@ class GaussianActorCritic(nn.Module):
         self.register_buffer("obs_scale", torch.ones(obs_dim))
         self.register_buffer("obs_shift", torch.zeros(obs_dim))
 
+    def critic_parameter_names(self) -> frozenset[str]:
+        """The value MLP's parameters (the actor's mean MLP and log std are the policy's)."""
+        return frozenset(name for name, _ in self.named_parameters() if name.startswith("critic."))
+
     def normalise(self, obs: torch.Tensor) -> torch.Tensor:
         """``clip((obs - mean) / sqrt(var + eps), -10, 10)`` with the frozen statistics; ``(N, obs_dim)``."""
         if not self.normalize_observations:
@@ -65,7 +72,9 @@ class GaussianActorCritic(nn.Module):
 
     @torch.no_grad()
     def update_normaliser(self, obs: np.ndarray) -> None:
-        """Merge a batch of raw observations ``(N, obs_dim)`` into the running mean/var (Chan et al. parallel update)."""
+        """Merge a batch of raw observations ``(N, obs_dim)`` into the running mean/var
+        (Chan et al. parallel update).
+        """
         if not self.normalize_observations or len(obs) == 0:
             return
         batch = torch.as_tensor(obs, dtype=torch.float64, device=self.obs_mean.device)
@@ -164,5 +173,7 @@ class NumpyActor:
 
 
 def diagonal_gaussian_log_prob(actions: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor) -> torch.Tensor:
-    """``sum_i [-(a_i - mu_i)^2 / (2 s_i^2) - log s_i - log sqrt(2 pi)]``: independent action dims (Huang et al. 2022); ``(N, D) -> (N,)``."""
+    """``sum_i [-(a_i - mu_i)^2 / (2 s_i^2) - log s_i - log sqrt(2 pi)]``: independent action dims
+    (Huang et al. 2022); ``(N, D) -> (N,)``.
+    """
     return (-0.5 * ((actions - mean) * torch.exp(-log_std)) ** 2 - log_std - LOG_SQRT_2PI).sum(-1)

@@ -10,9 +10,9 @@ import numpy as np
 import torch
 from gymnasium.vector import SyncVectorEnv
 
-from agents.buffer import Minibatch, flatten_time_major
-from agents.gae import compute_gae
-from agents.gaussian import GaussianActorCritic
+from agents.core.advantages import compute_gae
+from agents.core.batch import Minibatch, flatten_time_major
+from agents.walkers.gaussian import GaussianActorCritic
 
 REWARD_CLIP = 10.0  # clip scaled rewards to +-10 (Huang et al. 2022, continuous detail 9; CleanRL's TransformReward)
 REWARD_SCALE_EPS = 1e-8  # variance floor, as gymnasium NormalizeReward
@@ -68,7 +68,12 @@ class RewardScaler:
 
     def state_dict(self) -> dict:
         stats = self.return_stats
-        return {"mean": stats.mean, "var": stats.var, "count": stats.count, "discounted_return": self.discounted_return.copy()}
+        return {
+            "mean": stats.mean,
+            "var": stats.var,
+            "count": stats.count,
+            "discounted_return": self.discounted_return.copy(),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.return_stats = RunningMeanStd(state["mean"], state["var"], state["count"])
@@ -88,7 +93,9 @@ class EpisodeTracker:
         self.running_length = np.zeros(self.num_envs, dtype=np.int64)
 
     def record(self, rewards: np.ndarray, dones: np.ndarray) -> list[tuple[float, int]]:
-        """Add a ``(T, B)`` block of rewards; return ``(return, length)`` of each episode that ended in it, by end step."""
+        """Add a ``(T, B)`` block of rewards; return ``(return, length)`` of each episode that ended in it,
+        by end step.
+        """
         ended: list[tuple[int, float, int]] = []
         for env_index in range(self.num_envs):
             start = 0
@@ -154,7 +161,9 @@ def collect_mujoco(
     for t in range(num_steps):
         obs_buffer[t] = obs
         action_buffer[t] = actor.sample(obs_buffer[t], action_rng)
-        obs, rewards[t], terminated[t], truncated[t], info = envs.step(np.minimum(np.maximum(action_buffer[t], low), high))
+        obs, rewards[t], terminated[t], truncated[t], info = envs.step(
+            np.minimum(np.maximum(action_buffer[t], low), high)
+        )
         if truncated[t].any():
             for env_index in np.flatnonzero(truncated[t] & ~terminated[t]):
                 truncated_final_obs.append((t, env_index, info["final_obs"][env_index]))
@@ -176,7 +185,14 @@ def collect_mujoco(
     float_tensor = functools.partial(torch.as_tensor, dtype=torch.float32, device=device)
     mask = torch.ones(num_steps, num_envs, device=device)
     advantages, returns = compute_gae(
-        float_tensor(scaled), values, next_values, float_tensor(terminated), float_tensor(truncated), mask, gamma, gae_lambda
+        float_tensor(scaled),
+        values,
+        next_values,
+        float_tensor(terminated),
+        float_tensor(truncated),
+        mask,
+        gamma,
+        gae_lambda,
     )
 
     def time_major(flat: torch.Tensor) -> torch.Tensor:

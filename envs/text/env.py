@@ -30,11 +30,21 @@ class TextGenEnv(gym.Env):
 
     metadata = {"render_modes": ["ansi"]}
 
-    def __init__(self, tokenizer, prompts: list[str], score, max_new_tokens: int = 24, max_prompt_tokens: int = 32, render_mode: str | None = None) -> None:
+    def __init__(
+        self,
+        tokenizer,
+        prompts: list[str],
+        score,
+        max_new_tokens: int = 24,
+        max_prompt_tokens: int = 32,
+        render_mode: str | None = None,
+    ) -> None:
         if not prompts:
             raise ValueError("TextGenEnv needs at least one prompt")
         if max_new_tokens < 1 or max_prompt_tokens < 1:
-            raise ValueError(f"max_new_tokens and max_prompt_tokens must be positive, got {max_new_tokens} and {max_prompt_tokens}")
+            raise ValueError(
+                f"max_new_tokens and max_prompt_tokens must be positive, got {max_new_tokens} and {max_prompt_tokens}"
+            )
         if tokenizer.eos_token_id is None:
             raise ValueError("the tokenizer has no EOS token; episodes could never end early")
         self.tokenizer = tokenizer
@@ -64,7 +74,10 @@ class TextGenEnv(gym.Env):
         if not ids:
             raise ValueError("an empty prompt cannot start an episode")
         if len(ids) > self.max_prompt_tokens:
-            raise ValueError(f"prompt of {len(ids)} tokens is longer than max_prompt_tokens={self.max_prompt_tokens}; shorten it or raise the limit")
+            raise ValueError(
+                f"prompt of {len(ids)} tokens is longer than max_prompt_tokens={self.max_prompt_tokens}; "
+                "shorten it or raise the limit"
+            )
         return ids
 
     def _observation(self) -> dict[str, np.ndarray]:

@@ -35,7 +35,9 @@ class LoadedModel(NamedTuple):
 
 
 def resolve_gguf(spec: str) -> Path | None:
-    """``pkg/file.gguf`` -> the file inside the installed package ``pkg`` (never imported); a path to a .gguf as it is."""
+    """``pkg/file.gguf`` -> the file inside the installed package ``pkg`` (never imported); a path to a .gguf
+    as it is.
+    """
     if not spec.endswith(".gguf"):
         return None
     if Path(spec).is_file():
@@ -47,7 +49,10 @@ def resolve_gguf(spec: str) -> Path | None:
         raise ModelLoadError(f"no GGUF file {spec!r}: {package!r} is not an installed package{hint}")
     path = Path(found.submodule_search_locations[0]) / name
     if not path.is_file():
-        raise ModelLoadError(f"package {package!r} has no file {name!r}; it holds: {', '.join(p.name for p in path.parent.glob('*.gguf'))}")
+        raise ModelLoadError(
+            f"package {package!r} has no file {name!r}; "
+            f"it holds: {', '.join(p.name for p in path.parent.glob('*.gguf'))}"
+        )
     return path
 
 
@@ -77,11 +82,24 @@ def load_causal_lm(spec: str = DEFAULT_MODEL) -> LoadedModel:
             return LoadedModel(without_quantization(model), tokenizer, f"GGUF {gguf}")
         if Path(spec).exists():
             if not (Path(spec) / "config.json").is_file():
-                raise ModelLoadError(f"{spec} is not a model directory (no config.json); pass a save_pretrained folder, a .gguf file or a model id")
-            return LoadedModel(AutoModelForCausalLM.from_pretrained(spec, dtype=torch.float32).eval(), AutoTokenizer.from_pretrained(spec), f"directory {spec}")
+                raise ModelLoadError(
+                    f"{spec} is not a model directory (no config.json); "
+                    "pass a save_pretrained folder, a .gguf file or a model id"
+                )
+            return LoadedModel(
+                AutoModelForCausalLM.from_pretrained(spec, dtype=torch.float32).eval(),
+                AutoTokenizer.from_pretrained(spec),
+                f"directory {spec}",
+            )
         if spec.startswith((".", "/", "~")) or spec.count("/") > 1:
-            raise ModelLoadError(f"model path {spec} does not exist; pass a model directory, a .gguf file or a Hugging Face id")
-        return LoadedModel(AutoModelForCausalLM.from_pretrained(spec, dtype=torch.float32).eval(), AutoTokenizer.from_pretrained(spec), f"hub id {spec}")
+            raise ModelLoadError(
+                f"model path {spec} does not exist; pass a model directory, a .gguf file or a Hugging Face id"
+            )
+        return LoadedModel(
+            AutoModelForCausalLM.from_pretrained(spec, dtype=torch.float32).eval(),
+            AutoTokenizer.from_pretrained(spec),
+            f"hub id {spec}",
+        )
     except ModelLoadError:
         raise
     except (OSError, ValueError) as error:
@@ -98,17 +116,40 @@ def build_tiny_model(vocab_size: int = 384, seed: int = TINY_CORPUS_SEED) -> tup
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-    words = "the a movie film story actor plot was is great good bad awful boring wonderful and but very not so this it one of to".split()
+    words = (
+        "the a movie film story actor plot was is great good bad awful boring wonderful "
+        "and but very not so this it one of to"
+    ).split()
     generator = torch.Generator().manual_seed(seed)
-    corpus = [" ".join(words[i] for i in torch.randint(len(words), (12,), generator=generator).tolist()) for _ in range(400)]
+    corpus = [
+        " ".join(words[i] for i in torch.randint(len(words), (12,), generator=generator).tolist()) for _ in range(400)
+    ]
     corpus += [f"What is {a} + {b}? Answer: {a + b}" for a in range(10) for b in range(10)]
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tokenizer.train_from_iterator(corpus, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|endoftext|>", pad_token="<|endoftext|>", bos_token="<|endoftext|>")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, eos_token="<|endoftext|>", pad_token="<|endoftext|>", bos_token="<|endoftext|>"
+    )
     torch.manual_seed(seed)
-    config = GPT2Config(vocab_size=len(fast), n_positions=256, n_embd=64, n_layer=2, n_head=2, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                        eos_token_id=fast.eos_token_id, bos_token_id=fast.eos_token_id, pad_token_id=fast.eos_token_id)
+    config = GPT2Config(
+        vocab_size=len(fast),
+        n_positions=256,
+        n_embd=64,
+        n_layer=2,
+        n_head=2,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        eos_token_id=fast.eos_token_id,
+        bos_token_id=fast.eos_token_id,
+        pad_token_id=fast.eos_token_id,
+    )
     return GPT2LMHeadModel(config).eval(), fast

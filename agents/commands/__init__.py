@@ -1,0 +1,1 @@
+"""The ``ppo`` command line: train, eval, compare and report, over both worlds."""

@@ -1,0 +1,43 @@
+"""The one parser of ``ppo train [text] ...``, used by the ``ppo`` command and by ``ppo compare`` for its cells."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import tyro
+
+from agents.text.config import TextTrainConfig, validate_text_config
+from agents.walkers.config import TrainConfig, validate_config
+
+TYRO_MARKERS = (tyro.conf.OmitArgPrefixes, tyro.conf.OmitSubcommandPrefixes)
+"""Flat option names (``--clip-coef``, not ``--objective.clip-coef``) and subcommands without prefixes."""
+TEXT_WORD = "text"
+"""The one word after ``ppo train`` that switches from walkers to language models."""
+
+
+def parse_train_args(args: Sequence[str]) -> TrainConfig | TextTrainConfig:
+    """The config of ``ppo train ARGS``: a walker config, or a text config when ARGS start with ``text``."""
+    args = list(args)
+    if args[:1] == [TEXT_WORD]:
+        return tyro.cli(TextTrainConfig, args=args[1:], prog="ppo train text", config=TYRO_MARKERS)
+    return tyro.cli(TrainConfig, args=args, prog="ppo train", config=TYRO_MARKERS)
+
+
+def validate_train_config(config: TrainConfig | TextTrainConfig) -> None:
+    """``ConfigError`` for the first impossible value of either kind of config."""
+    if isinstance(config, TextTrainConfig):
+        validate_text_config(config)
+    else:
+        validate_config(config)
+
+
+def run_training(config: TrainConfig | TextTrainConfig) -> Path:
+    """Train as ``config`` says, in its world; returns the run folder."""
+    if isinstance(config, TextTrainConfig):
+        from agents.text.train import train_text  # imported here: walker runs need no language-model stack
+
+        return train_text(config)
+    from agents.walkers.train import train
+
+    return train(config)

@@ -1,0 +1,1 @@
+"""Run plumbing shared by both worlds: run folders, config files, metrics logging, checkpoints, device choice."""

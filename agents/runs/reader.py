@@ -1,0 +1,117 @@
+"""Reading run folders: a run's config.json and metrics.jsonl, as ``ppo report`` and ``ppo compare`` need them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from agents.core.objectives import OBJECTIVES, Objective, objective_from_dict, objective_label
+from agents.runs.config import CONFIG_FILE, read_config
+from agents.runs.logger import METRICS_FILE, read_jsonl
+
+
+class ReportError(ValueError):
+    """The runs asked for cannot be reported; the message says why."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run folder, read."""
+
+    path: Path
+    """The run folder."""
+    kind: str
+    """'mujoco' or 'text'."""
+    env: str
+    """The environment: a MuJoCo id (``Hopper-v5``) or ``text:<task>``."""
+    objective: str
+    """The objective label, e.g. ``clip-0.2`` (see ``objective_label``)."""
+    objective_order: tuple[int, float]
+    """Sort key: objective family in the registry's (the paper's) order, then its parameter."""
+    uses_beta: bool
+    """Whether the objective has a KL coefficient worth a plot (it is 0 for the others)."""
+    seed: int
+    """``run.seed`` of the config."""
+    budget_step: int
+    """The ``global_step`` at which the run is finished (its last iteration's, for MuJoCo)."""
+    records: tuple[dict, ...]
+    """metrics.jsonl, one dict per iteration."""
+
+    @property
+    def finished(self) -> bool:
+        """Whether the last metrics line reaches the run's budget."""
+        return bool(self.records) and self.records[-1]["global_step"] >= self.budget_step
+
+
+def objective_of(config: Mapping) -> Objective:
+    """The objective a config.json names (``{"name": "clip", "clip_coef": 0.2}``), from the core's registry."""
+    return objective_from_dict(config.get("objective", {"name": "clip"}))
+
+
+def environment_name(config: Mapping) -> str:
+    """A MuJoCo config's ``env.env_id``, or ``text:<task>`` for a text config."""
+    if config.get("kind", "mujoco") == "text":
+        return f"text:{config['text']['task']['name']}"
+    return config["env"]["env_id"]
+
+
+def budget_step(config: Mapping) -> int:
+    """The ``global_step`` of a finished run: MuJoCo runs stop after ``total_steps // batch`` whole
+    iterations; text runs stop once ``total_steps`` tokens are generated."""
+    total = config["ppo"]["total_steps"]
+    if config.get("kind", "mujoco") == "text":
+        return total
+    batch = config["env"]["num_steps"] * config["env"].get("num_envs", 1)
+    return total // batch * batch
+
+
+def load_run(path: Path) -> Run:
+    """Read a run folder's config.json and metrics.jsonl."""
+    config = read_config(path)
+    try:
+        objective = objective_of(config)
+        return Run(
+            path=Path(path),
+            kind=config.get("kind", "mujoco"),
+            env=environment_name(config),
+            objective=objective_label(objective),
+            objective_order=(
+                list(OBJECTIVES).index(objective.name),
+                getattr(objective, objective.label_field or "", 0.0),
+            ),
+            uses_beta=objective.uses_beta,
+            seed=config["run"]["seed"],
+            budget_step=budget_step(config),
+            records=tuple(read_jsonl(Path(path) / METRICS_FILE)),
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise ReportError(
+            f"{path}/{CONFIG_FILE} is not a ppo run config ({error}); pass run folders of ppo train or ppo compare"
+        ) from error
+
+
+def is_run_dir(path: Path) -> bool:
+    """A run folder holds config.json and metrics.jsonl (a text run's ``policy/`` has a config.json but no metrics)."""
+    return (path / CONFIG_FILE).is_file() and (path / METRICS_FILE).is_file()
+
+
+def find_runs(paths: Sequence[Path]) -> list[Path]:
+    """The run folders among ``paths`` and below them, in order, each once; a clear error for a
+    missing path, a folder without runs, or no paths at all."""
+    if not paths:
+        raise ReportError(
+            "no run folders given; pass run folders or folders that contain runs, e.g. ppo report runs/compare"
+        )
+    found: dict[Path, Path] = {}
+    for path in map(Path, paths):
+        if not path.exists():
+            raise FileNotFoundError(f"{path} does not exist")
+        runs = (
+            [path] if is_run_dir(path) else sorted(p.parent for p in path.rglob(METRICS_FILE) if is_run_dir(p.parent))
+        )
+        if not runs:
+            raise ReportError(f"no runs under {path} (a run folder holds {CONFIG_FILE} and {METRICS_FILE})")
+        for run in runs:
+            found.setdefault(run.resolve(), run)
+    return list(found.values())

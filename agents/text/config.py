@@ -1,0 +1,127 @@
+"""``ppo train text``'s configuration: the language model, the task, sampling, the reference-KL leash, PPO and the run.
+
+Defaults follow RLHF practice (gamma 1, lambda 0.95, 4 epochs, vf coef 0.1, advantage whitening, a
+zero-initialised value head); see docs/implementation_details.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from agents.core.config import ConfigError, PPOConfig, check_batch, check_positive_ints, validate_ppo
+from agents.core.objectives import Clip
+from agents.runs.config import ObjectiveSubcommand, RunConfig, named_union, validate_run
+from envs.text.models import DEFAULT_MODEL
+from envs.text.tasks import TASK_CONFIGS, SentimentTaskConfig
+
+TaskSubcommand = named_union(TASK_CONFIGS)
+"""The task as tyro subcommands, one per entry of the tasks' registry (``ppo train text arithmetic ...``)."""
+
+
+@dataclass(frozen=True)
+class TextEnvConfig:
+    """Token-level text generation: the language model, the task, sampling and the reference-KL leash."""
+
+    model: str = DEFAULT_MODEL
+    """A model directory, a GGUF file (path or <package>/<file>.gguf), a Hugging Face id, or 'tiny' (smoke tests)."""
+    task: TaskSubcommand = SentimentTaskConfig()
+    """The task: sentiment (default), arithmetic or custom."""
+    prompts_per_iteration: int = 16
+    """Prompts sampled per iteration (one completion each): the PPO batch in sequences."""
+    max_new_tokens: int = 24
+    """Token limit of a completion; reaching it ends the episode like EOS does."""
+    max_prompt_tokens: int = 64
+    """Longest prompt accepted, in tokens; longer prompts are an error."""
+    temperature: float = 1.0
+    """Sampling temperature, also applied to the log-probs PPO trains on (they must match)."""
+    chat_template: bool = False
+    """Wrap each prompt in the tokenizer's chat template as a user turn (for instruction-tuned models)."""
+    forward_batch: int = 8
+    """Sequences per sampling / reference / value forward pass: bounds memory whatever the batch size."""
+    ref_kl_coef: float = 0.2
+    """Initial beta_ref of the per-token penalty -beta_ref * (log pi - log pi_ref) (Ziegler et al.: 0.15-0.2)."""
+    ref_kl_target: float | None = 6.0
+    """Target summed KL to the reference per completion for the adaptive beta_ref (Ziegler: 6 nats); None = fixed."""
+    ref_kl_horizon: int = 10_000
+    """Horizon of the adaptive beta_ref controller, in sequences (Ziegler et al.: 10,000)."""
+    eos_penalty: float | None = None
+    """The "EOS trick": score given to a completion that never emits EOS; None = off."""
+    normalize_scores: bool = False
+    """Rescale task scores so the starting policy's (the reference's) first batch has mean 0, std 1."""
+    whiten_advantages: bool = True
+    """Whiten advantages over the whole batch with the response mask (before minibatching)."""
+    critic_warmup: int = 0
+    """Value-only updates for this many first iterations, before the policy starts to move."""
+    separate_critic: bool = False
+    """Give the critic its own copy of the LM instead of a head on the policy's last hidden state (2x memory)."""
+    lora_rank: int = 0
+    """Train LoRA adapters of this rank (peft), not all weights; the reference is the base model. 0 = full."""
+    lora_alpha: float = 16.0
+    """LoRA scaling numerator (effective scale alpha / rank)."""
+    dtype: Literal["fp32", "bf16"] = "fp32"
+    """bf16 autocast for the LM on a CUDA device; the CPU always runs fp32."""
+    samples_to_log: int = 4
+    """Completions written to samples.jsonl and TensorBoard's text tab each iteration."""
+
+
+TEXT_PPO_DEFAULTS = PPOConfig(
+    total_steps=16 * 24 * 20,  # 20 iterations of 16 completions of 24 tokens: about 15 minutes on 2 CPU cores
+    epochs=4,  # RLHF practice: 4 PPO epochs (lm-human-preferences, Ziegler et al. 2019; classic TRL)
+    minibatch_size=4,
+    learning_rate=1e-5,
+    gamma=1.0,
+    gae_lambda=0.95,
+    normalize_advantages=False,  # whitened once over the batch instead (TextEnvConfig.whiten_advantages)
+    value_clip=0.2,
+    vf_coef=0.1,
+    max_grad_norm=1.0,
+)
+
+
+@dataclass(frozen=True)
+class TextTrainConfig:
+    """Fine-tune a causal language model with PPO on a text task (ppo train text)."""
+
+    kind: ClassVar[str] = "text"
+
+    text: TextEnvConfig = TextEnvConfig()
+    """The model, the task and the text environment."""
+    objective: ObjectiveSubcommand = Clip()
+    """The policy objective: clip, penalty (adaptive KL), fixed-kl, no-clip."""
+    ppo: PPOConfig = TEXT_PPO_DEFAULTS
+    """PPO hyperparameters (text defaults: gamma 1, 4 epochs, vf coef 0.1, value clip 0.2)."""
+    run: RunConfig = RunConfig(compile=False, torch_threads=0)
+    """Run bookkeeping (text: eager, every core)."""
+
+
+def validate_text_config(config: TextTrainConfig) -> None:
+    """Raise ``ConfigError`` for the first impossible value, before anything is built or written."""
+    text, ppo = config.text, config.ppo
+    validate_ppo(ppo)
+    config.objective.validate()
+    validate_run(config.run)
+    check_positive_ints(
+        {
+            "--prompts-per-iteration": text.prompts_per_iteration,
+            "--max-new-tokens": text.max_new_tokens,
+            "--max-prompt-tokens": text.max_prompt_tokens,
+            "--forward-batch": text.forward_batch,
+            "--ref-kl-horizon": text.ref_kl_horizon,
+        }
+    )
+    check_batch(text.prompts_per_iteration, "--prompts-per-iteration", ppo)
+    if not text.temperature > 0:
+        raise ConfigError(f"--temperature must be > 0, got {text.temperature}")
+    if not text.ref_kl_coef >= 0:
+        raise ConfigError(f"--ref-kl-coef must be >= 0, got {text.ref_kl_coef}")
+    if text.ref_kl_target is not None and not text.ref_kl_target > 0:
+        raise ConfigError(f"--ref-kl-target must be > 0 (or None for a fixed coefficient), got {text.ref_kl_target}")
+    if ppo.ent_coef != 0:
+        raise ConfigError(
+            "--ent-coef must be 0 for text runs: the language model's entropy is logged but carries no gradient"
+        )
+    if text.lora_rank < 0 or text.critic_warmup < 0:
+        raise ConfigError(
+            f"--lora-rank and --critic-warmup must be >= 0, got {text.lora_rank} and {text.critic_warmup}"
+        )

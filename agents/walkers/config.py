@@ -1,0 +1,75 @@
+"""``ppo train``'s configuration: the MuJoCo task, the Gaussian policy, the objective, PPO and the run.
+
+Defaults reproduce the PPO paper's MuJoCo settings (Schulman et al. 2017, Table 3) plus the
+implementation details of Huang et al. 2022; see docs/implementation_details.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from agents.core.config import ConfigError, PPOConfig, check_batch, check_positive_ints, validate_ppo
+from agents.core.objectives import Clip
+from agents.runs.config import ObjectiveSubcommand, RunConfig, validate_run
+
+
+@dataclass(frozen=True)
+class MujocoEnvConfig:
+    """A Gymnasium MuJoCo task (any v5 id, or another Box-action MuJoCo id) and how it is sampled."""
+
+    env_id: str = "Hopper-v5"
+    """Gymnasium id, e.g. Hopper-v5, Walker2d-v5, HalfCheetah-v5, Ant-v5, Humanoid-v5, InvertedPendulum-v5."""
+    num_envs: int = 1
+    """Parallel environments stepped in one process (SyncVectorEnv); the paper uses 1."""
+    num_steps: int = 2048
+    """Steps per environment per iteration (paper's horizon T); batch = num_steps x num_envs."""
+    normalize_observations: bool = True
+    """Running mean/var observation normalisation, clipped to +-10 (saved with the policy)."""
+    scale_rewards: bool = True
+    """Divide rewards by the std of a running discounted return, clipped to +-10."""
+
+
+@dataclass(frozen=True)
+class GaussianPolicyConfig:
+    """The Gaussian MLP actor-critic."""
+
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """Hidden layer widths of the policy and of the value MLP (tanh)."""
+    initial_log_std: float = 0.0
+    """Initial state-independent log standard deviation of the Gaussian policy."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Train a PPO agent on a MuJoCo walker."""
+
+    kind: ClassVar[str] = "mujoco"
+
+    env: MujocoEnvConfig = MujocoEnvConfig()
+    """The environment."""
+    objective: ObjectiveSubcommand = Clip()
+    """The policy objective: clip, penalty (adaptive KL), fixed-kl, no-clip."""
+    ppo: PPOConfig = PPOConfig()
+    """PPO hyperparameters."""
+    policy: GaussianPolicyConfig = GaussianPolicyConfig()
+    """The policy network."""
+    run: RunConfig = RunConfig()
+    """Run bookkeeping."""
+
+
+def validate_config(config: TrainConfig) -> None:
+    """Raise ``ConfigError`` for the first impossible value, before anything is built or written."""
+    env, ppo = config.env, config.ppo
+    validate_ppo(ppo)
+    config.objective.validate()
+    validate_run(config.run)
+    check_positive_ints({"--num-envs": env.num_envs, "--num-steps": env.num_steps})
+    if any(size < 1 for size in config.policy.hidden_sizes) or not config.policy.hidden_sizes:
+        raise ConfigError(f"--hidden-sizes must be one or more positive widths, got {config.policy.hidden_sizes}")
+    batch = env.num_steps * env.num_envs
+    check_batch(batch, "num_steps x num_envs", ppo)
+    if ppo.total_steps < batch:
+        raise ConfigError(
+            f"--total-steps {ppo.total_steps} is less than one batch ({batch} = num_steps x num_envs); raise it"
+        )
