@@ -19,6 +19,7 @@ from torch.func import functional_call, grad_and_value
 from agents.core.advantages import masked_mean, whiten
 from agents.core.batch import Minibatch, minibatch_indices
 from agents.core.config import PPOConfig
+from agents.core.distributed import all_reduce_mean_, all_reduce_sum, world_size
 from agents.core.kl import kl_k1, kl_k3
 from agents.core.losses import SurrogateInputs, clip_fraction, entropy_bonus, value_loss
 from agents.core.objectives import Objective
@@ -118,11 +119,13 @@ def make_minibatch_step(
     ) -> torch.Tensor:
         grads, stats = autograd_gradients(params, batch.select(index), beta)
         with torch.no_grad():
+            all_reduce_mean_(list(grads.values()))  # several processes: average before the clip (CleanRL multi-GPU)
             grads, grad_norm = clip_by_global_norm(grads, cfg.max_grad_norm)
             fused_adam_step(params, grads, adam, lr, cfg.adam_eps)
         return torch.cat([stats, grad_norm.reshape(1)])
 
-    if not compile:
+    if not compile or world_size() > 1:
+        # the compiled graph holds no collective, so runs of several processes take the eager step
         return eager_step
     # size_asserts off: the shapes are fixed per run, and the 65 stride checks per call cost ~12 % of a step (measured)
     compiled = torch.compile(compiled_step, dynamic=False, options={"size_asserts": False})
@@ -206,6 +209,7 @@ def ppo_update(
         per_step.extend(epoch_stats)
         epochs_run += 1
         epoch_mean = torch.stack(epoch_stats).mean(0)
+        all_reduce_mean_([epoch_mean])  # every process takes the same early-stopping and non-finite decisions
         if not torch.isfinite(epoch_mean).all():
             bad = [name for name, value in zip(STAT_NAMES, epoch_mean.tolist()) if not math.isfinite(value)]
             raise NonFiniteLossError(
@@ -225,11 +229,12 @@ def ppo_update(
 
 @torch.no_grad()
 def kl_over_batch(policy: ActorCritic, batch: Minibatch, chunk: int) -> float:
-    """Mean KL(pi_old || pi) over every valid item of ``batch``, evaluated ``chunk`` items at a time."""
+    """Mean KL(pi_old || pi) over every valid item of ``batch`` (of every process), ``chunk`` items at a time."""
     total, count = 0.0, 0.0
     for start in range(0, batch.size, chunk):
         part = batch.select(slice(start, start + chunk))
         kl = policy(part.inputs).kl
         total += float((kl * part.mask).sum())
         count += float(part.mask.sum())
+    total, count = all_reduce_sum(torch.tensor([total, count], dtype=torch.float64)).tolist()
     return total / max(count, 1.0)

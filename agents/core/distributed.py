@@ -1,0 +1,43 @@
+"""The few collective operations that make N processes (launched by torchrun) one PPO run.
+
+Each function reduces to the identity when ``torch.distributed`` is not initialised, so a
+single-process run goes through the same calls. gloo (the CPU backend) has no averaging reduction,
+so means are a SUM all-reduce divided by the world size (as CleanRL's ppo_atari_multigpu.py does).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+
+
+def world_size() -> int:
+    """Number of processes in the run (1 without torch.distributed)."""
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def rank() -> int:
+    """This process's index in the run (0 without torch.distributed)."""
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def all_reduce_mean_(tensors: list[torch.Tensor]) -> None:
+    """Replace each tensor by its mean over processes, in place, with one flat all-reduce of all of them."""
+    size = world_size()
+    if size == 1 or not tensors:
+        return
+    flat = _flatten_dense_tensors(tensors)
+    dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+    flat.div_(size)
+    for tensor, reduced in zip(tensors, _unflatten_dense_tensors(flat, tensors)):
+        tensor.copy_(reduced)
+
+
+def all_reduce_sum(values: torch.Tensor) -> torch.Tensor:
+    """The sum of ``values`` over processes (a new tensor; ``values`` itself when there is one process)."""
+    if world_size() == 1:
+        return values
+    summed = values.clone()
+    dist.all_reduce(summed, op=dist.ReduceOp.SUM)
+    return summed

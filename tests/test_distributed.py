@@ -1,0 +1,129 @@
+"""Several processes are one run: real gloo processes (torch.multiprocessing), never mocks.
+
+Two processes with half the batch each must end an update with the parameters one process reaches on
+the whole batch, given the same data: gradients are averaged before the clip, and early stopping and
+the KL the penalty reads are taken over every process.
+"""
+
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from agents.core.batch import Minibatch
+from agents.core.config import PPOConfig
+from agents.core.distributed import all_reduce_mean_, all_reduce_sum, rank, world_size
+from agents.core.objectives import Clip, Penalty
+from agents.core.optimizer import AdamState
+from agents.core.update import UpdateSchedule, make_minibatch_step, ppo_update
+from agents.text.actor_critic import LMActorCritic, ReferencePolicy
+from agents.text.rollout import TextBatchSettings, collect_text
+from agents.walkers.gaussian import GaussianActorCritic
+from envs.text.models import build_tiny_model
+from tests.test_ppo import make_batch
+
+WORLD = 2
+
+
+def gaussian_setup() -> tuple[torch.nn.Module, Minibatch, PPOConfig]:
+    torch.manual_seed(0)
+    policy = GaussianActorCritic(4, 2)
+    cfg = PPOConfig(epochs=3, minibatch_size=128, normalize_advantages=False, learning_rate=1e-3, target_kl=None)
+    return policy, make_batch(policy, n=128), cfg
+
+
+def tiny_lm_setup() -> tuple[torch.nn.Module, Minibatch, PPOConfig]:
+    torch.manual_seed(0)
+    model, tokenizer = build_tiny_model()
+    policy = LMActorCritic(copy.deepcopy(model))
+    settings = TextBatchSettings(8, 16, 1.0, 4, 1.0, 0.95, None, True)
+    prompts = ["the movie was", "a film", "this story is very", "one actor"]
+
+    def length_score(prompts, completions):
+        return [float(len(c)) for c in completions], {}
+
+    generator = torch.Generator().manual_seed(0)
+    rollout = collect_text(policy, ReferencePolicy(model), tokenizer, prompts, length_score, settings, 0.1, generator)
+    # every token valid, so each process's token mean weighs its half exactly as the whole batch's mean does
+    batch = rollout.batch._replace(mask=torch.ones_like(rollout.batch.mask))
+    cfg = PPOConfig(epochs=2, minibatch_size=4, normalize_advantages=False, learning_rate=1e-3, max_grad_norm=1.0)
+    return policy, batch, cfg
+
+
+SETUPS = {"gaussian": gaussian_setup, "tiny-lm": tiny_lm_setup}
+
+
+def update_parameters(setup: str, objective, part: slice | None) -> tuple[dict[str, torch.Tensor], float]:
+    """One ``ppo_update`` of the setup's policy on ``batch[part]`` (all of it for None): its parameters and the KL."""
+    policy, batch, cfg = SETUPS[setup]()
+    if part is not None:
+        batch = batch.select(part)
+        cfg = PPOConfig(**{**cfg.__dict__, "minibatch_size": cfg.minibatch_size // WORLD})
+    params = {name: p.detach() for name, p in policy.named_parameters() if p.requires_grad}
+    step = make_minibatch_step(policy, objective, cfg, compile=False)
+    result = ppo_update(
+        policy, params, AdamState(params), step, batch, cfg, UpdateSchedule(cfg.learning_rate, 1.0),
+        torch.Generator().manual_seed(0), evaluation_chunk=3,
+    )  # fmt: skip
+    return {name: p.clone() for name, p in params.items()}, result.kl_after_update
+
+
+def rank_worker(process: int, init_file: str, setup: str, objective, out: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=process, world_size=WORLD)
+    try:
+        torch.set_num_threads(1)
+        _, batch, _ = SETUPS[setup]()
+        half = batch.size // WORLD
+        params, kl = update_parameters(setup, objective, slice(rank() * half, (rank() + 1) * half))
+        if rank() == 0:
+            torch.save({"params": params, "kl": kl, "world": world_size()}, out)
+    finally:
+        dist.destroy_process_group()
+
+
+def collective_worker(process: int, init_file: str, out: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=process, world_size=WORLD)
+    try:
+        tensors = [torch.full((3,), float(process + 1)), torch.tensor([10.0 * (process + 1)])]
+        all_reduce_mean_(tensors)
+        summed = all_reduce_sum(torch.tensor([1.0, float(process)]))
+        if process == 1:
+            torch.save({"mean": tensors, "sum": summed}, out)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_collectives_are_the_identity_in_one_process():
+    tensors = [torch.tensor([1.0, 2.0])]
+    all_reduce_mean_(tensors)
+    assert torch.equal(tensors[0], torch.tensor([1.0, 2.0]))
+    assert torch.equal(all_reduce_sum(torch.tensor([3.0])), torch.tensor([3.0]))
+    assert (world_size(), rank()) == (1, 0)
+
+
+def test_collectives_average_and_sum_over_two_processes(tmp_path: Path):
+    out = tmp_path / "out.pt"
+    mp.spawn(collective_worker, args=(str(tmp_path / "init"), str(out)), nprocs=WORLD, join=True)
+    result = torch.load(out)
+    assert torch.equal(result["mean"][0], torch.full((3,), 1.5))  # (1 + 2) / 2
+    assert torch.equal(result["mean"][1], torch.tensor([15.0]))  # (10 + 20) / 2
+    assert torch.equal(result["sum"], torch.tensor([2.0, 1.0]))  # (1 + 1, 0 + 1)
+
+
+@pytest.mark.parametrize("setup", list(SETUPS))
+@pytest.mark.parametrize("objective", [Clip(), Penalty()], ids=["clip", "penalty"])
+def test_two_processes_with_half_the_batch_each_equal_one_process_on_all_of_it(tmp_path: Path, setup, objective):
+    torch.set_num_threads(1)
+    expected, expected_kl = update_parameters(setup, objective, None)
+    out = tmp_path / "rank0.pt"
+    mp.spawn(rank_worker, args=(str(tmp_path / "init"), setup, objective, str(out)), nprocs=WORLD, join=True)
+    result = torch.load(out)
+    assert result["world"] == WORLD
+    initial = {name: p.detach() for name, p in SETUPS[setup]()[0].named_parameters() if p.requires_grad}
+    assert any(not torch.equal(initial[name], expected[name]) for name in expected)  # the update moved something
+    for name, tensor in expected.items():
+        torch.testing.assert_close(result["params"][name], tensor, rtol=1e-5, atol=1e-6, msg=name)
+    assert result["kl"] == pytest.approx(expected_kl, rel=1e-4)
