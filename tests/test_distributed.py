@@ -13,9 +13,10 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from agents.core.advantages import whiten
 from agents.core.batch import Minibatch
 from agents.core.config import PPOConfig
-from agents.core.distributed import all_reduce_mean_, all_reduce_sum, rank, world_size
+from agents.core.distributed import all_reduce_mean_, all_reduce_sum, gather_objects, rank, world_size
 from agents.core.objectives import Clip, Penalty
 from agents.core.optimizer import AdamState
 from agents.core.update import UpdateSchedule, make_minibatch_step, ppo_update
@@ -56,12 +57,17 @@ def tiny_lm_setup() -> tuple[torch.nn.Module, Minibatch, PPOConfig]:
 SETUPS = {"gaussian": gaussian_setup, "tiny-lm": tiny_lm_setup}
 
 
-def update_parameters(setup: str, objective, part: slice | None) -> tuple[dict[str, torch.Tensor], float]:
-    """One ``ppo_update`` of the setup's policy on ``batch[part]`` (all of it for None): its parameters and the KL."""
+def update_parameters(setup: str, objective, part: slice | None, init_file: str | None = None):
+    """One ``ppo_update`` of the setup's policy on ``batch[part]`` (all of it for None): its parameters and the KL.
+    With ``init_file`` this process first joins a gloo group of ``WORLD`` processes, after building the data as
+    one process would."""
     policy, batch, cfg = SETUPS[setup]()
     if part is not None:
-        batch = batch.select(part)
-        cfg = PPOConfig(**{**cfg.__dict__, "minibatch_size": cfg.minibatch_size // WORLD})
+        batch = batch.select(part)  # the minibatch size stays the global one: each process takes its share
+    if init_file is not None:
+        dist.init_process_group(
+            "gloo", init_method=f"file://{init_file}", rank=part.start // batch.size, world_size=WORLD
+        )
     params = {name: p.detach() for name, p in policy.named_parameters() if p.requires_grad}
     step = make_minibatch_step(policy, objective, cfg, compile=False)
     result = ppo_update(
@@ -71,17 +77,19 @@ def update_parameters(setup: str, objective, part: slice | None) -> tuple[dict[s
     return {name: p.clone() for name, p in params.items()}, result.kl_after_update
 
 
-def rank_worker(process: int, init_file: str, setup: str, objective, out: str) -> None:
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=process, world_size=WORLD)
+def rank_worker(process: int, init_file: str, setup: str, objective, out: str, size: int) -> None:
+    torch.set_num_threads(1)
+    half = size // WORLD
     try:
-        torch.set_num_threads(1)
-        _, batch, _ = SETUPS[setup]()
-        half = batch.size // WORLD
-        params, kl = update_parameters(setup, objective, slice(rank() * half, (rank() + 1) * half))
+        params, kl = update_parameters(setup, objective, slice(process * half, (process + 1) * half), init_file)
         if rank() == 0:
             torch.save({"params": params, "kl": kl, "world": world_size()}, out)
     finally:
         dist.destroy_process_group()
+
+
+WHITEN_VALUES = torch.tensor([[1.0, 5.0, -2.0, 7.0], [0.5, 3.0, 9.0, -4.0]])
+WHITEN_MASK = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
 
 
 def collective_worker(process: int, init_file: str, out: str) -> None:
@@ -90,8 +98,11 @@ def collective_worker(process: int, init_file: str, out: str) -> None:
         tensors = [torch.full((3,), float(process + 1)), torch.tensor([10.0 * (process + 1)])]
         all_reduce_mean_(tensors)
         summed = all_reduce_sum(torch.tensor([1.0, float(process)]))
+        values, mask = WHITEN_VALUES[process], WHITEN_MASK[process]
+        whitened = whiten(values, mask, sum_over_processes=all_reduce_sum)
+        gathered = gather_objects(whitened)
         if process == 1:
-            torch.save({"mean": tensors, "sum": summed}, out)
+            torch.save({"mean": tensors, "sum": summed, "whitened": gathered}, out)
     finally:
         dist.destroy_process_group()
 
@@ -104,13 +115,16 @@ def test_collectives_are_the_identity_in_one_process():
     assert (world_size(), rank()) == (1, 0)
 
 
-def test_collectives_average_and_sum_over_two_processes(tmp_path: Path):
+def test_collectives_average_sum_and_whiten_over_two_processes(tmp_path: Path):
     out = tmp_path / "out.pt"
     mp.spawn(collective_worker, args=(str(tmp_path / "init"), str(out)), nprocs=WORLD, join=True)
     result = torch.load(out)
     assert torch.equal(result["mean"][0], torch.full((3,), 1.5))  # (1 + 2) / 2
     assert torch.equal(result["mean"][1], torch.tensor([15.0]))  # (10 + 20) / 2
     assert torch.equal(result["sum"], torch.tensor([2.0, 1.0]))  # (1 + 1, 0 + 1)
+    # whitening with sums over both processes equals whitening both halves together
+    expected = whiten(WHITEN_VALUES.reshape(-1), WHITEN_MASK.reshape(-1)).reshape(2, 4)
+    torch.testing.assert_close(torch.stack(result["whitened"]), expected)
 
 
 @pytest.mark.parametrize("setup", list(SETUPS))
@@ -119,7 +133,8 @@ def test_two_processes_with_half_the_batch_each_equal_one_process_on_all_of_it(t
     torch.set_num_threads(1)
     expected, expected_kl = update_parameters(setup, objective, None)
     out = tmp_path / "rank0.pt"
-    mp.spawn(rank_worker, args=(str(tmp_path / "init"), setup, objective, str(out)), nprocs=WORLD, join=True)
+    size = SETUPS[setup]()[1].size
+    mp.spawn(rank_worker, args=(str(tmp_path / "init"), setup, objective, str(out), size), nprocs=WORLD, join=True)
     result = torch.load(out)
     assert result["world"] == WORLD
     initial = {name: p.detach() for name, p in SETUPS[setup]()[0].named_parameters() if p.requires_grad}

@@ -4,6 +4,7 @@ parsed by tyro.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import tyro
@@ -19,7 +20,9 @@ from agents.walkers.config import TrainConfig
 
 
 def train_cli(config: TrainConfig | TextTrainConfig) -> None:
-    print(f"run written to {run_training(config)}")
+    run_dir = run_training(config)
+    if int(os.environ.get("RANK", "0")) == 0:  # under torchrun, the first process speaks for the run
+        print(f"run written to {run_dir}")
 
 
 def main() -> None:

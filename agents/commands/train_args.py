@@ -7,6 +7,7 @@ from pathlib import Path
 
 import tyro
 
+from agents.runs.session import shutdown_distributed
 from agents.text.config import TextTrainConfig, validate_text_config
 from agents.walkers.config import TrainConfig, validate_config
 
@@ -33,11 +34,14 @@ def validate_train_config(config: TrainConfig | TextTrainConfig) -> None:
 
 
 def run_training(config: TrainConfig | TextTrainConfig) -> Path:
-    """Train as ``config`` says, in its world; returns the run folder."""
-    if isinstance(config, TextTrainConfig):
-        from agents.text.train import train_text  # imported here: walker runs need no language-model stack
+    """Train as ``config`` says, in its world (one process, or one of torchrun's); returns the run folder."""
+    try:
+        if isinstance(config, TextTrainConfig):
+            from agents.text.train import train_text  # imported here: walker runs need no language-model stack
 
-        return train_text(config)
-    from agents.walkers.train import train
+            return train_text(config)
+        from agents.walkers.train import train
 
-    return train(config)
+        return train(config)
+    finally:
+        shutdown_distributed()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -61,14 +62,22 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (x * mask).sum() / mask.sum().clamp(min=1.0)
 
 
-def whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, eps: float = 1e-8) -> torch.Tensor:
+def whiten(
+    x: torch.Tensor,
+    mask: torch.Tensor,
+    shift_mean: bool = True,
+    eps: float = 1e-8,
+    sum_over_processes: Callable[[torch.Tensor], torch.Tensor] = lambda total: total,
+) -> torch.Tensor:
     """``(x - mean) / (std + eps)`` over the valid entries (unbiased std); masked entries become 0.
 
     ``shift_mean=False`` only divides by the std (the reward-scaling convention). Any shape.
+    ``sum_over_processes`` turns each local sum into the sum over every process (e.g. ``all_reduce_sum``), so
+    mean and std are those of every process's entries together; by default they are this tensor's own.
     """
     mask_f = mask.to(x.dtype)
-    mean = masked_mean(x, mask_f)
-    count = mask_f.sum()
-    variance = (((x - mean) * mask_f) ** 2).sum() / (count - 1.0).clamp(min=1.0)
+    count = sum_over_processes(mask_f.sum())
+    mean = sum_over_processes((x * mask_f).sum()) / count.clamp(min=1.0)
+    variance = sum_over_processes((((x - mean) * mask_f) ** 2).sum()) / (count - 1.0).clamp(min=1.0)
     centred = x - mean if shift_mean else x
     return centred / (variance.sqrt() + eps) * mask_f

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from agents.core.distributed import world_size
+
 
 class ConfigError(ValueError):
     """A configuration value that cannot work; the message says which and what to use instead."""
@@ -71,7 +73,14 @@ def check_non_negative(values: Mapping[str, float]) -> None:
 
 
 def check_batch(batch: int, batch_flags: str, ppo: PPOConfig) -> None:
-    """The minibatch must fit in and divide the batch of ``batch`` items (named by ``batch_flags``)."""
+    """The minibatch must fit in and divide the batch of ``batch`` items (named by ``batch_flags``), and split
+    evenly over the processes of the run (each takes ``minibatch_size / processes`` of its own share)."""
+    processes = world_size()
+    if ppo.minibatch_size % processes:
+        raise ConfigError(
+            f"--minibatch-size {ppo.minibatch_size} does not split over {processes} processes; "
+            f"use a multiple of {processes}"
+        )
     if ppo.minibatch_size > batch:
         raise ConfigError(
             f"--minibatch-size {ppo.minibatch_size} is larger than the batch ({batch_flags} = {batch}); lower it"

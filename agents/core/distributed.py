@@ -41,3 +41,35 @@ def all_reduce_sum(values: torch.Tensor) -> torch.Tensor:
     summed = values.clone()
     dist.all_reduce(summed, op=dist.ReduceOp.SUM)
     return summed
+
+
+def broadcast_(tensors: list[torch.Tensor], source: int = 0) -> None:
+    """Overwrite each tensor, in place, with process ``source``'s copy (parameters at the start of a run)."""
+    if world_size() == 1:
+        return
+    for tensor in tensors:
+        dist.broadcast(tensor, src=source)
+
+
+def gather_objects(value: object) -> list[object]:
+    """Every process's ``value`` (picklable), in rank order, on every process; ``[value]`` in one process."""
+    if world_size() == 1:
+        return [value]
+    gathered: list[object] = [None] * world_size()
+    dist.all_gather_object(gathered, value)
+    return gathered
+
+
+def merge_moments(mean: torch.Tensor, var: torch.Tensor, count: float) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """Mean, population variance and count of the union of every process's samples, from each process's own
+    (Chan et al. 1979's pairwise merge, in rank order); the inputs themselves in one process."""
+    parts = gather_objects((mean.cpu(), var.cpu(), float(count)))
+    if len(parts) == 1:
+        return mean, var, count
+    merged_mean, merged_var, merged_count = parts[0]
+    for part_mean, part_var, part_count in parts[1:]:
+        total = merged_count + part_count
+        delta = part_mean - merged_mean
+        m2 = merged_var * merged_count + part_var * part_count + delta**2 * merged_count * part_count / total
+        merged_mean, merged_var, merged_count = merged_mean + delta * part_count / total, m2 / total, total
+    return merged_mean.to(mean.device), merged_var.to(var.device), merged_count

@@ -193,6 +193,9 @@ def ppo_update(
 ) -> UpdateResult:
     """``cfg.epochs`` passes of shuffled minibatches of ``cfg.minibatch_size`` items through ``step``.
 
+    ``batch`` is this process's share; with several processes each takes ``minibatch_size / processes`` items
+    of its own share per step, and the averaged gradient is that of a ``minibatch_size`` minibatch.
+
     Stops early after an epoch whose mean k3 KL exceeds ``cfg.target_kl``. Raises
     ``NonFiniteLossError`` after an epoch whose mean statistics are not finite.
     """
@@ -204,7 +207,7 @@ def ppo_update(
     for _ in range(cfg.epochs):
         epoch_stats = [
             step(params, adam, batch, index, lr, beta)
-            for index in minibatch_indices(batch.size, cfg.minibatch_size, generator)
+            for index in minibatch_indices(batch.size, cfg.minibatch_size // world_size(), generator)
         ]
         per_step.extend(epoch_stats)
         epochs_run += 1

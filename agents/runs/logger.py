@@ -17,13 +17,21 @@ class RunLogger:
     """Writes each iteration's metrics to ``metrics.jsonl`` and TensorBoard, under ``run_dir``.
 
     Resuming at ``resume_after_iteration`` drops the lines a killed run wrote after its last
-    checkpoint, so the file reads as if the run had never stopped.
+    checkpoint, so the file reads as if the run had never stopped. A logger that is not ``enabled``
+    (every process of a multi-process run but the first) writes nothing.
     """
 
     def __init__(
-        self, run_dir: Path, resume_after_iteration: int | None = None, resume_step: int | None = None
+        self,
+        run_dir: Path,
+        resume_after_iteration: int | None = None,
+        resume_step: int | None = None,
+        enabled: bool = True,
     ) -> None:
         self.run_dir = run_dir
+        self.enabled = enabled
+        if not enabled:
+            return
         self.metrics_path = run_dir / METRICS_FILE
         if resume_after_iteration is not None:
             self._truncate_metrics(resume_after_iteration)
@@ -39,6 +47,8 @@ class RunLogger:
 
     def log(self, metrics: dict[str, float | int]) -> None:
         """One iteration: ``metrics`` must hold ``iteration`` and ``global_step``; NaN is written as null."""
+        if not self.enabled:
+            return
         step = int(metrics["global_step"])
         for name, value in metrics.items():
             if name not in ("iteration", "global_step") and value is not None and math.isfinite(value):
@@ -51,6 +61,8 @@ class RunLogger:
         """Sample completions of one iteration: a line of ``samples.jsonl`` and a markdown table in TensorBoard's
         text tab.
         """
+        if not self.enabled:
+            return
         with open(self.run_dir / SAMPLES_FILE, "a", encoding="utf-8") as handle:
             handle.write(json.dumps({"iteration": iteration, "global_step": global_step, "samples": rows}) + "\n")
         columns = list(rows[0]) if rows else []
@@ -59,6 +71,8 @@ class RunLogger:
         )
 
     def close(self) -> None:
+        if not self.enabled:
+            return
         self.metrics_file.close()
         self.writer.close()
 

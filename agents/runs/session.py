@@ -13,11 +13,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Generic, NamedTuple, Protocol, TypeVar
+from typing import ClassVar, Generic, NamedTuple, Protocol, TypeVar
 
 import torch
+import torch.distributed as dist
 
-from agents.runs.checkpoint import LATEST, load_checkpoint, save_checkpoint
+from agents.core.distributed import gather_objects, rank, world_size
+from agents.runs.checkpoint import LATEST, CheckpointError, load_checkpoint, save_checkpoint
 from agents.runs.config import RunConfig, config_from_dict, config_to_dict, read_config, write_config
 from agents.runs.logger import RunLogger
 
@@ -31,6 +33,9 @@ class LoopState(Protocol):
     restores it and raises ``CheckpointError`` for a checkpoint that does not fit.
     """
 
+    shared_keys: ClassVar[frozenset[str]]
+    """Keys of ``state_dict`` that are identical on every process (weights, optimiser, controllers): a
+    checkpoint holds them once, and every process's own entries (RNGs, environments) beside them."""
     global_step: int
     iteration: int
 
@@ -51,12 +56,29 @@ class PreparedRun(NamedTuple, Generic[Config]):
 
 
 def resolve_device(requested: str) -> torch.device:
-    """``auto`` -> cuda when available, else cpu; an explicit ``cuda`` without a GPU is an error."""
+    """``auto`` -> cuda when available, else cpu; an explicit ``cuda`` without a GPU is an error. Under torchrun
+    each process takes the GPU of its ``LOCAL_RANK``."""
     if requested == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda was requested but torch sees no CUDA device; use --device auto or cpu")
-    if requested == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(requested)
+    kind = ("cuda" if torch.cuda.is_available() else "cpu") if requested == "auto" else requested
+    if kind == "cuda" and "LOCAL_RANK" in os.environ:
+        return torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+    return torch.device(kind)
+
+
+def init_distributed(device: torch.device) -> None:
+    """Join the process group that torchrun describes in the environment (``WORLD_SIZE`` > 1): gloo on the CPU,
+    nccl on CUDA. Nothing to do in a single process."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+
+
+def shutdown_distributed() -> None:
+    """Leave the process group, if this process joined one."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def prepare_run(config: Config, validate: Callable[[Config], None]) -> PreparedRun[Config]:
@@ -73,10 +95,16 @@ def prepare_run(config: Config, validate: Callable[[Config], None]) -> PreparedR
             )
         saved = config_from_dict(type(config), saved_dict)
         config = replace(saved, run=replace(saved.run, resume=resume_dir, progress=config.run.progress))
+    device = resolve_device(config.run.device)
+    init_distributed(device)
     validate(config)
     torch.set_num_threads(config.run.torch_threads or os.cpu_count() or 1)
-    device = resolve_device(config.run.device)
     checkpoint = load_checkpoint(resume_dir, map_location=device) if resume_dir is not None else None
+    if checkpoint is not None and checkpoint.get("world_size", 1) != world_size():
+        raise CheckpointError(
+            f"{resume_dir} was trained with {checkpoint.get('world_size', 1)} processes and this run has "
+            f"{world_size()}; resume it with torchrun --nproc-per-node {checkpoint.get('world_size', 1)}"
+        )
     return PreparedRun(config, device, checkpoint)
 
 
@@ -97,23 +125,34 @@ def new_run_dir(run: RunConfig, subject: str, objective: str) -> Path:
 def open_run_folder(
     config, subject: str, objective: str, state: LoopState, checkpoint: dict | None
 ) -> tuple[Path, RunLogger]:
-    """A new run folder with its config.json, or the resumed one with ``state`` restored from ``checkpoint``;
-    and the run's logger (which drops metrics a killed run wrote after its last checkpoint)."""
+    """A new run folder with its config.json, or the resumed one with ``state`` restored from ``checkpoint``
+    (each process its own share); and the run's logger, which writes on the first process only (and drops
+    metrics a killed run wrote after its last checkpoint)."""
     if checkpoint is None:
-        run_dir = new_run_dir(config.run, subject, objective)
-        write_config(run_dir, config_to_dict(config))
-        return run_dir, RunLogger(run_dir)
+        run_dir = None
+        if rank() == 0:
+            run_dir = new_run_dir(config.run, subject, objective)
+            write_config(run_dir, config_to_dict(config))
+        run_dir = gather_objects(run_dir)[0]  # the first process's folder name (it holds a timestamp)
+        return run_dir, RunLogger(run_dir, enabled=rank() == 0)
     run_dir = Path(config.run.resume)
-    state.load_state_dict(checkpoint)
-    return run_dir, RunLogger(run_dir, state.iteration, state.global_step)
+    own = checkpoint if rank() == 0 else checkpoint["rank_states"][rank() - 1]
+    state.load_state_dict({**checkpoint, **own})
+    return run_dir, RunLogger(run_dir, state.iteration, state.global_step, enabled=rank() == 0)
 
 
 def save_loop_state(config, run_dir: Path, state: LoopState) -> None:
-    """Write ``checkpoints/latest.pt``: the config and the loop's state, atomically."""
-    save_checkpoint(
-        {"kind": type(config).kind, "config": config_to_dict(config), **state.state_dict()},
-        run_dir / "checkpoints" / LATEST,
-    )
+    """Write ``checkpoints/latest.pt`` atomically from the first process: the config, the loop's state, and every
+    other process's own entries of it (all processes must call this together)."""
+    full = state.state_dict()
+    own = {key: value for key, value in full.items() if key not in type(state).shared_keys}
+    others = gather_objects(own)[1:]
+    if rank() == 0:
+        save_checkpoint(
+            {"kind": type(config).kind, "config": config_to_dict(config), **full, "world_size": world_size(),
+             "rank_states": others},
+            run_dir / "checkpoints" / LATEST,
+        )  # fmt: skip
 
 
 def checkpoint_due(iteration: int, run: RunConfig, last: bool) -> bool:

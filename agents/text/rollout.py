@@ -9,6 +9,7 @@ import torch
 
 from agents.core.advantages import compute_gae, whiten
 from agents.core.batch import Minibatch
+from agents.core.distributed import all_reduce_sum
 from agents.text.actor_critic import LMActorCritic, ReferencePolicy, sample_responses
 
 
@@ -182,7 +183,7 @@ def collect_text(
     )
     advantages, returns = advantages.T.contiguous(), returns.T.contiguous()
     if settings.whiten_advantages:
-        advantages = whiten(advantages, mask)
+        advantages = whiten(advantages, mask, sum_over_processes=all_reduce_sum)  # over every process's batch
     batch = Minibatch(
         inputs=inputs, old_logp=old_logp, advantages=advantages, returns=returns, old_values=values, mask=mask
     )

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from agents.core.config import ConfigError, PPOConfig, check_batch, check_positive_ints, validate_ppo
+from agents.core.distributed import world_size
 from agents.core.objectives import Clip
 from agents.runs.config import ObjectiveSubcommand, RunConfig, validate_run
 
@@ -21,9 +22,9 @@ class MujocoEnvConfig:
     env_id: str = "Hopper-v5"
     """Gymnasium id, e.g. Hopper-v5, Walker2d-v5, HalfCheetah-v5, Ant-v5, Humanoid-v5, InvertedPendulum-v5."""
     num_envs: int = 1
-    """Parallel environments stepped in one process (SyncVectorEnv); the paper uses 1."""
+    """Parallel environments stepped in each process (SyncVectorEnv); the paper uses 1."""
     num_steps: int = 2048
-    """Steps per environment per iteration (paper's horizon T); batch = num_steps x num_envs."""
+    """Steps per environment per iteration (paper's horizon T); batch = num_steps x num_envs x processes."""
     normalize_observations: bool = True
     """Running mean/var observation normalisation, clipped to +-10 (saved with the policy)."""
     scale_rewards: bool = True
@@ -67,9 +68,9 @@ def validate_config(config: TrainConfig) -> None:
     check_positive_ints({"--num-envs": env.num_envs, "--num-steps": env.num_steps})
     if any(size < 1 for size in config.policy.hidden_sizes) or not config.policy.hidden_sizes:
         raise ConfigError(f"--hidden-sizes must be one or more positive widths, got {config.policy.hidden_sizes}")
-    batch = env.num_steps * env.num_envs
-    check_batch(batch, "num_steps x num_envs", ppo)
+    processes = world_size()
+    batch = env.num_steps * env.num_envs * processes
+    batch_flags = "num_steps x num_envs" + (f" x {processes} processes" if processes > 1 else "")
+    check_batch(batch, batch_flags, ppo)
     if ppo.total_steps < batch:
-        raise ConfigError(
-            f"--total-steps {ppo.total_steps} is less than one batch ({batch} = num_steps x num_envs); raise it"
-        )
+        raise ConfigError(f"--total-steps {ppo.total_steps} is less than one batch ({batch} = {batch_flags}); raise it")

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from agents.core.distributed import merge_moments
 from agents.core.kl import gaussian_kl
 from agents.core.policy import Evaluation
 
@@ -72,13 +73,14 @@ class GaussianActorCritic(nn.Module):
 
     @torch.no_grad()
     def update_normaliser(self, obs: np.ndarray) -> None:
-        """Merge a batch of raw observations ``(N, obs_dim)`` into the running mean/var
+        """Merge a batch of raw observations ``(N, obs_dim)`` (of every process) into the running mean/var
         (Chan et al. parallel update).
         """
         if not self.normalize_observations or len(obs) == 0:
             return
         batch = torch.as_tensor(obs, dtype=torch.float64, device=self.obs_mean.device)
         batch_mean, batch_var, batch_count = batch.mean(0), batch.var(0, unbiased=False), float(batch.shape[0])
+        batch_mean, batch_var, batch_count = merge_moments(batch_mean, batch_var, batch_count)  # every process's
         total = self.obs_count + batch_count
         delta = batch_mean - self.obs_mean
         new_mean = self.obs_mean + delta * batch_count / total

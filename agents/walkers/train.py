@@ -6,12 +6,14 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
 from gymnasium.vector import SyncVectorEnv
 from tqdm import tqdm
 
+from agents.core.distributed import broadcast_, gather_objects, rank, world_size
 from agents.core.kl import KLController
 from agents.core.optimizer import AdamState
 from agents.core.update import UpdateSchedule, make_minibatch_step, ppo_update
@@ -34,6 +36,10 @@ RECENT_EPISODES = 100  # "last 100 episodes" return, as CleanRL and SB3 report
 @dataclass
 class WalkerLoopState:
     """Everything that decides the rest of a walker run: networks, optimiser, controllers, RNGs and environments."""
+
+    shared_keys: ClassVar[frozenset[str]] = frozenset(
+        {"policy", "adam", "penalty", "recent_returns", "recent_lengths", "global_step", "iteration"}
+    )
 
     policy: GaussianActorCritic
     adam: AdamState
@@ -95,6 +101,8 @@ def train(config: TrainConfig) -> Path:
     """Train PPO on a MuJoCo task as ``config`` says; returns the run folder."""
     config, device, checkpoint = prepare_run(config, validate_config)
     env_cfg, ppo_cfg, run_cfg = config.env, config.ppo, config.run
+    # every process steps its own environments: env i of process r resets with seed + r * num_envs + i
+    process_seed = run_cfg.seed + rank() * env_cfg.num_envs
 
     # Environments and agent
     envs = make_vector_env(env_cfg.env_id, env_cfg.num_envs)
@@ -105,28 +113,29 @@ def train(config: TrainConfig) -> Path:
         obs_dim, action_dim, config.policy.hidden_sizes, config.policy.initial_log_std, env_cfg.normalize_observations
     ).to(device)
     params = {name: parameter.detach() for name, parameter in policy.named_parameters()}
+    broadcast_(list(params.values()))  # identical initial weights on every process
     state = WalkerLoopState(
         policy=policy,
         adam=AdamState(params),
         penalty=config.objective.kl_controller(),
         reward_scaler=RewardScaler(ppo_cfg.gamma, env_cfg.num_envs, enabled=env_cfg.scale_rewards),
         tracker=EpisodeTracker(env_cfg.num_envs),
-        minibatch_generator=torch.Generator().manual_seed(run_cfg.seed),
-        action_rng=np.random.default_rng(run_cfg.seed),
+        minibatch_generator=torch.Generator().manual_seed(process_seed),
+        action_rng=np.random.default_rng(process_seed),
         envs=envs,
-        obs=envs.reset(seed=run_cfg.seed)[0],
+        obs=envs.reset(seed=process_seed)[0],
         device=device,
     )
     run_dir, logger = open_run_folder(config, env_cfg.env_id, config.objective.name, state, checkpoint)
     minibatch_step = make_minibatch_step(policy, config.objective, ppo_cfg, run_cfg.compile)
 
-    batch_size = env_cfg.num_steps * env_cfg.num_envs
+    batch_size = env_cfg.num_steps * env_cfg.num_envs * world_size()  # every process's steps
     num_iterations = ppo_cfg.total_steps // batch_size
     progress = tqdm(
         total=num_iterations * batch_size,
         initial=state.global_step,
         unit="step",
-        disable=not run_cfg.progress,
+        disable=not run_cfg.progress or rank() != 0,
         dynamic_ncols=True,
     )
     try:
@@ -155,14 +164,14 @@ def train(config: TrainConfig) -> Path:
                 policy, params, state.adam, minibatch_step, rollout.batch, ppo_cfg, schedule, state.minibatch_generator
             )
             # once per iteration, from the whole update (paper, section 4)
-            state.penalty.update(result.kl_after_update, rollout.batch.size)
+            state.penalty.update(result.kl_after_update, rollout.batch.size * world_size())
             policy.update_normaliser(rollout.observations)  # after the update, so training saw the rollout's statistics
             finished = time.perf_counter()
 
-            state.recent_returns.extend(r for r, _ in rollout.finished_episodes)
-            state.recent_lengths.extend(n for _, n in rollout.finished_episodes)
+            episodes = [episode for part in gather_objects(rollout.finished_episodes) for episode in part]
+            state.recent_returns.extend(r for r, _ in episodes)
+            state.recent_lengths.extend(n for _, n in episodes)
             state.iteration = iteration
-            episodes = rollout.finished_episodes
             metrics = {
                 "iteration": iteration,
                 "global_step": state.global_step,

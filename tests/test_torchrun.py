@@ -1,0 +1,83 @@
+"""Whole runs under torchrun: 2 real processes on gloo (the CPU backend), launched the way a user launches them."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.conftest import run_ppo, without_timing
+
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+WALKER = ["--env-id", "Hopper-v5", "--num-steps", "128", "--minibatch-size", "64", "--epochs", "2"]
+WALKER += ["--no-compile", "--no-progress"]
+
+
+def torchrun(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    return subprocess.run([*TORCHRUN, "-m", "agents", *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_a_two_process_walker_run_counts_both_processes_steps_and_episodes(tmp_path):
+    two = torchrun("train", *WALKER, "--total-steps", "256", "--runs-dir", str(tmp_path), "--run-name", "two")
+    assert two.returncode == 0, two.stderr[-2000:]
+    assert two.stdout.count("run written to") == 1  # the first process speaks for the run
+    one = run_ppo("train", *WALKER, "--total-steps", "128", "--runs-dir", str(tmp_path), "--run-name", "one")
+    assert one.returncode == 0, one.stderr[-2000:]
+    (two_record,), (one_record,) = metrics(tmp_path / "two"), metrics(tmp_path / "one")
+    assert two_record["global_step"] == 256 and one_record["global_step"] == 128  # 128 steps per process
+    # the first process's rollout is the one-process run's (same seed and weights); the second adds its episodes
+    assert two_record["episodes_finished"] > one_record["episodes_finished"] > 0
+    assert json.loads((tmp_path / "two" / "config.json").read_text())["env"]["num_steps"] == 128
+
+
+def test_a_sigkilled_two_process_run_resumes_as_if_it_had_never_stopped(tmp_path):
+    common = ["train", *WALKER, "--total-steps", str(256 * 16), "--runs-dir", str(tmp_path), "--checkpoint-every", "2"]
+    whole = torchrun(*common, "--run-name", "whole")
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(
+        [*TORCHRUN, "-m", "agents", *common, "--run-name", "killed"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
+    )  # fmt: skip
+    metrics_file = tmp_path / "killed" / "metrics.jsonl"
+    deadline = time.time() + 240
+    while time.time() < deadline and (not metrics_file.exists() or len(metrics_file.read_text().splitlines()) < 5):
+        time.sleep(0.02)
+    os.killpg(process.pid, signal.SIGKILL)  # torchrun and both of its processes at once
+    process.wait()
+    written_before_kill = len(metrics_file.read_text().splitlines())
+    assert 5 <= written_before_kill < 16, "the kill should land mid-run"
+    resumed = torchrun("train", "--resume", str(tmp_path / "killed"), "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    killed = metrics(tmp_path / "killed")
+    assert [r["iteration"] for r in killed] == list(range(1, 17))
+    assert without_timing(metrics(tmp_path / "whole")) == without_timing(killed)
+
+
+def test_resuming_with_another_number_of_processes_is_a_one_line_error(tmp_path):
+    two = torchrun("train", *WALKER, "--total-steps", "256", "--runs-dir", str(tmp_path), "--run-name", "two")
+    assert two.returncode == 0, two.stderr[-2000:]
+    alone = run_ppo("train", "--resume", str(tmp_path / "two"), "--no-progress")
+    assert alone.returncode != 0
+    assert "trained with 2 processes and this run has 1" in alone.stderr
+    assert len(alone.stderr.strip().splitlines()) == 1
+
+
+def test_a_two_process_text_run_finishes_and_writes_one_policy(tmp_path):
+    result = torchrun(
+        "train", "text", "--model", "tiny", "--prompts-per-iteration", "4", "--max-new-tokens", "8",
+        "--total-steps", "64", "--minibatch-size", "2", "--no-progress", "--runs-dir", str(tmp_path),
+        "--run-name", "text", "arithmetic",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    records = metrics(tmp_path / "text")
+    assert records[-1]["global_step"] >= 64
+    assert all(r["global_step"] - p["global_step"] <= 4 * 8 for p, r in zip([{"global_step": 0}, *records], records))
+    assert (tmp_path / "text" / "policy" / "config.json").is_file()
