@@ -65,7 +65,7 @@ def sampling_cost(lm, tokenizer, new_tokens: int, use_cache: bool) -> float:
     return (time.perf_counter() - start) / (new_tokens * len(PROMPTS))
 
 
-def ppo_iterations(iterations: int, threads: int, lora_rank: int = 0) -> dict:
+def ppo_iterations(iterations: int, threads: int, lora_rank: int = 0, dtype: str = "fp32") -> dict:
     from agents.runs.config import RunConfig
     from agents.text.config import TEXT_PPO_DEFAULTS, TextEnvConfig, TextTrainConfig
     from agents.text.train import train_text
@@ -79,6 +79,7 @@ def ppo_iterations(iterations: int, threads: int, lora_rank: int = 0) -> dict:
                 max_new_tokens=32,
                 forward_batch=8,
                 lora_rank=lora_rank,
+                dtype=dtype,
             ),
             ppo=TEXT_PPO_DEFAULTS.__class__(
                 **{**TEXT_PPO_DEFAULTS.__dict__, "total_steps": 8 * 32 * iterations, "epochs": 4, "minibatch_size": 8}
@@ -108,7 +109,7 @@ def ppo_iterations(iterations: int, threads: int, lora_rank: int = 0) -> dict:
     }
 
 
-def ppo_in_subprocess(args: argparse.Namespace, lora_rank: int) -> dict:
+def ppo_in_subprocess(args: argparse.Namespace, lora_rank: int, dtype: str = "fp32") -> dict:
     """``ppo_iterations`` in a fresh process, so its peak memory is its own."""
     command = [
         sys.executable,
@@ -120,6 +121,8 @@ def ppo_in_subprocess(args: argparse.Namespace, lora_rank: int) -> dict:
         str(args.threads),
         "--iterations",
         str(args.iterations),
+        "--dtype",
+        dtype,
     ]
     return json.loads(
         subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
@@ -137,10 +140,15 @@ def main() -> None:
     parser.add_argument("--skip-sampling", action="store_true", help="skip measurement 1")
     parser.add_argument("--only-ppo", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--lora-rank", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--dtype", default="fp32", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--bf16", action="store_true", help="also time full fine-tuning with bf16 autocast (pays on native-bf16 CPUs)"
+    )
+    parser.add_argument("--skip-lora", action="store_true", help="skip the LoRA measurement")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.only_ppo:
-        print(json.dumps(ppo_iterations(args.iterations, args.threads, args.lora_rank)))
+        print(json.dumps(ppo_iterations(args.iterations, args.threads, args.lora_rank, args.dtype)))
         return
     from envs.text.models import load_causal_lm
 
@@ -154,9 +162,13 @@ def main() -> None:
             f"(x{costs[128] / costs[32]:.2f}); {1 / costs[32]:.0f} tokens/s at 32"
         )
     del lm
-    ours = ppo_in_subprocess(args, lora_rank=0)
-    lora = ppo_in_subprocess(args, lora_rank=8)
-    for label, result in (("this PPO, full fine-tuning", ours), ("this PPO, LoRA rank 8", lora)):
+    results = {"this PPO, full fine-tuning": ppo_in_subprocess(args, lora_rank=0)}
+    if args.bf16:
+        results["this PPO, full fine-tuning, bf16 autocast"] = ppo_in_subprocess(args, lora_rank=0, dtype="bf16")
+    if not args.skip_lora:
+        results["this PPO, LoRA rank 8"] = ppo_in_subprocess(args, lora_rank=8)
+    ours = results["this PPO, full fine-tuning"]
+    for label, result in results.items():
         print(
             f"{label}: {result['seconds_per_iteration']:.1f} s per iteration "
             f"(rollout {result['rollout_seconds']:.1f} s, update {result['update_seconds']:.1f} s), "
@@ -189,7 +201,7 @@ def main() -> None:
             "ratio (ours / TRL, generated tokens per second of PPO): "
             f"{ours['generated_tokens_per_second'] / trl_rate:.2f}x"
         )
-    print(json.dumps({"ours": ours, "lora": lora}), file=sys.stderr)
+    print(json.dumps(results), file=sys.stderr)
 
 
 if __name__ == "__main__":

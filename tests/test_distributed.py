@@ -57,7 +57,7 @@ def tiny_lm_setup() -> tuple[torch.nn.Module, Minibatch, PPOConfig]:
 SETUPS = {"gaussian": gaussian_setup, "tiny-lm": tiny_lm_setup}
 
 
-def update_parameters(setup: str, objective, part: slice | None, init_file: str | None = None):
+def update_parameters(setup: str, objective, part: slice | None, init_file: str | None = None, compile: bool = False):
     """One ``ppo_update`` of the setup's policy on ``batch[part]`` (all of it for None): its parameters and the KL.
     With ``init_file`` this process first joins a gloo group of ``WORLD`` processes, after building the data as
     one process would."""
@@ -69,7 +69,7 @@ def update_parameters(setup: str, objective, part: slice | None, init_file: str 
             "gloo", init_method=f"file://{init_file}", rank=part.start // batch.size, world_size=WORLD
         )
     params = {name: p.detach() for name, p in policy.named_parameters() if p.requires_grad}
-    step = make_minibatch_step(policy, objective, cfg, compile=False)
+    step = make_minibatch_step(policy, objective, cfg, compile=compile)
     result = ppo_update(
         policy, params, AdamState(params), step, batch, cfg, UpdateSchedule(cfg.learning_rate, 1.0),
         torch.Generator().manual_seed(0), evaluation_chunk=3,
@@ -77,11 +77,12 @@ def update_parameters(setup: str, objective, part: slice | None, init_file: str 
     return {name: p.clone() for name, p in params.items()}, result.kl_after_update
 
 
-def rank_worker(process: int, init_file: str, setup: str, objective, out: str, size: int) -> None:
+def rank_worker(process: int, init_file: str, setup: str, objective, out: str, size: int, compile: bool) -> None:
     torch.set_num_threads(1)
     half = size // WORLD
     try:
-        params, kl = update_parameters(setup, objective, slice(process * half, (process + 1) * half), init_file)
+        part = slice(process * half, (process + 1) * half)
+        params, kl = update_parameters(setup, objective, part, init_file, compile)
         if rank() == 0:
             torch.save({"params": params, "kl": kl, "world": world_size()}, out)
     finally:
@@ -127,14 +128,24 @@ def test_collectives_average_sum_and_whiten_over_two_processes(tmp_path: Path):
     torch.testing.assert_close(torch.stack(result["whitened"]), expected)
 
 
-@pytest.mark.parametrize("setup", list(SETUPS))
-@pytest.mark.parametrize("objective", [Clip(), Penalty()], ids=["clip", "penalty"])
-def test_two_processes_with_half_the_batch_each_equal_one_process_on_all_of_it(tmp_path: Path, setup, objective):
+@pytest.mark.parametrize(
+    ("setup", "objective", "compile"),
+    [
+        ("gaussian", Clip(), False),
+        ("gaussian", Penalty(), False),
+        ("tiny-lm", Clip(), False),
+        ("tiny-lm", Penalty(), False),
+        ("gaussian", Clip(), True),  # two compiled graphs around the all-reduce
+    ],
+    ids=["gaussian-clip", "gaussian-penalty", "tiny-lm-clip", "tiny-lm-penalty", "gaussian-clip-compiled"],
+)
+def test_two_processes_with_half_the_batch_each_equal_one_process_on_all_of_it(tmp_path, setup, objective, compile):
     torch.set_num_threads(1)
     expected, expected_kl = update_parameters(setup, objective, None)
     out = tmp_path / "rank0.pt"
     size = SETUPS[setup]()[1].size
-    mp.spawn(rank_worker, args=(str(tmp_path / "init"), setup, objective, str(out), size), nprocs=WORLD, join=True)
+    arguments = (str(tmp_path / "init"), setup, objective, str(out), size, compile)
+    mp.spawn(rank_worker, args=arguments, nprocs=WORLD, join=True)
     result = torch.load(out)
     assert result["world"] == WORLD
     initial = {name: p.detach() for name, p in SETUPS[setup]()[0].named_parameters() if p.requires_grad}

@@ -61,13 +61,33 @@ def test_a_sigkilled_two_process_run_resumes_as_if_it_had_never_stopped(tmp_path
     assert without_timing(metrics(tmp_path / "whole")) == without_timing(killed)
 
 
+def test_ppo_train_nproc_starts_the_processes_and_a_resume_starts_as_many_again(tmp_path):
+    common = [*WALKER, "--runs-dir", str(tmp_path), "--run-name", "two"]
+    two = run_ppo("train", "--nproc", "2", *common, "--total-steps", "256")
+    assert two.returncode == 0, two.stderr[-2000:]
+    assert json.loads((tmp_path / "two" / "config.json").read_text())["run"]["nproc"] == 2
+    assert metrics(tmp_path / "two")[-1]["global_step"] == 256  # 128 steps in each of 2 processes
+    # given one more iteration to go, `ppo train --resume` starts the 2 processes the run was made with
+    config = json.loads((tmp_path / "two" / "config.json").read_text())
+    config["ppo"]["total_steps"] = 512
+    (tmp_path / "two" / "config.json").write_text(json.dumps(config))
+    resumed = run_ppo("train", "--resume", str(tmp_path / "two"), "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert [r["global_step"] for r in metrics(tmp_path / "two")] == [256, 512]
+
+
 def test_resuming_with_another_number_of_processes_is_a_one_line_error(tmp_path):
     two = torchrun("train", *WALKER, "--total-steps", "256", "--runs-dir", str(tmp_path), "--run-name", "two")
     assert two.returncode == 0, two.stderr[-2000:]
-    alone = run_ppo("train", "--resume", str(tmp_path / "two"), "--no-progress")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    one_process = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1"]
+    alone = subprocess.run(
+        [*one_process, "-m", "agents", "train", "--resume", str(tmp_path / "two"), "--no-progress"],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
     assert alone.returncode != 0
-    assert "trained with 2 processes and this run has 1" in alone.stderr
-    assert len(alone.stderr.strip().splitlines()) == 1
+    errors = [line for line in alone.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "trained with 2 processes and this run has 1" in errors[0]
 
 
 def test_a_two_process_text_run_finishes_and_writes_one_policy(tmp_path):

@@ -45,11 +45,13 @@ class RunConfig:
     """Resume the run in this folder from its latest checkpoint, with its saved config (other options are ignored)."""
     progress: bool = True
     """Show a progress bar with steps/s and the recent return."""
+    nproc: int = 1
+    """Processes on this machine, started by torchrun's launcher (docs/scaling.md); resume with the same number."""
 
 
 def validate_run(run: RunConfig) -> None:
     """``ConfigError`` for the first impossible run setting."""
-    check_positive_ints({"--checkpoint-every": run.checkpoint_every})
+    check_positive_ints({"--checkpoint-every": run.checkpoint_every, "--nproc": run.nproc})
     if run.torch_threads < 0:
         raise ConfigError(f"--torch-threads must be >= 0 (0 = every core), got {run.torch_threads}")
 

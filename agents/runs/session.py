@@ -97,6 +97,8 @@ def prepare_run(config: Config, validate: Callable[[Config], None]) -> PreparedR
         config = replace(saved, run=replace(saved.run, resume=resume_dir, progress=config.run.progress))
     device = resolve_device(config.run.device)
     init_distributed(device)
+    if resume_dir is None:
+        config = replace(config, run=replace(config.run, nproc=world_size()))  # config.json records the truth
     validate(config)
     torch.set_num_threads(config.run.torch_threads or os.cpu_count() or 1)
     checkpoint = load_checkpoint(resume_dir, map_location=device) if resume_dir is not None else None

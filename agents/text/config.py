@@ -60,7 +60,7 @@ class TextEnvConfig:
     lora_alpha: float = 16.0
     """LoRA scaling numerator (effective scale alpha / rank)."""
     dtype: Literal["fp32", "bf16"] = "fp32"
-    """bf16 autocast for the LM on a CUDA device; the CPU always runs fp32."""
+    """bf16 autocast for the LM (weights stay fp32); on a CPU it pays only with native bf16 (AVX-512-BF16, AMX)."""
     samples_to_log: int = 4
     """Completions written to samples.jsonl and TensorBoard's text tab each iteration."""
 

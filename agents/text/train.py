@@ -161,8 +161,6 @@ def train_text(config: TextTrainConfig) -> Path:
     """PPO on a text task as ``config`` says; returns the run folder."""
     config, device, checkpoint = prepare_run(config, validate_text_config)
     text, ppo_cfg, run_cfg = config.text, config.ppo, config.run
-    if text.dtype == "bf16" and device.type != "cuda":
-        raise ValueError("--dtype bf16 needs a CUDA device; on the CPU the model runs in fp32 (drop --dtype)")
 
     # Model and reference first (a wrong --model fails before a reward model is trained), then the task
     disable_progress_bar()  # the console shows our progress bar only; weights load from local files
@@ -190,8 +188,9 @@ def train_text(config: TextTrainConfig) -> Path:
     minibatch_step = make_minibatch_step(policy, config.objective, ppo_cfg, run_cfg.compile)
 
     def precision():
-        """bf16 autocast on CUDA when asked (weights, value head and optimiser stay fp32); fp32 otherwise."""
-        return torch.autocast("cuda", dtype=torch.bfloat16) if text.dtype == "bf16" else contextlib.nullcontext()
+        """bf16 autocast on the run's device when asked (weights, value head and optimiser stay fp32); else fp32."""
+        bf16 = text.dtype == "bf16"
+        return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
 
     settings = TextBatchSettings(
         text.max_new_tokens,
