@@ -5,6 +5,7 @@ import torch
 
 from agents.core.losses import (
     SurrogateInputs,
+    aggregate,
     clip_fraction,
     clip_surrogate,
     entropy_bonus,
@@ -99,3 +100,47 @@ def test_clip_fraction_counts_ratios_outside_the_range():
     logp = torch.tensor([0.0, math.log(1.3), math.log(0.7), math.log(1.1), math.log(5.0)])
     mask = torch.tensor([1.0, 1.0, 1.0, 1.0, 0.0])
     assert clip_fraction(logp, torch.zeros(5), mask, 0.2).item() == pytest.approx(0.5)
+
+
+VALUES = torch.tensor([[1.0, 2.0, 3.0, 4.0], [10.0, 20.0, 0.0, 0.0], [5.0, 5.0, 5.0, 5.0]])
+MASK = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])  # lengths 3, 2, 0
+
+
+@pytest.mark.parametrize(
+    ("how", "expected"),
+    [
+        ("token-mean", (1 + 2 + 3 + 10 + 20) / 5),  # 7.2: every valid token weighs the same
+        ("sequence-mean", (2.0 + 15.0) / 2),  # 8.5: each sequence's mean, the empty one left out
+        ("constant-length", (1 + 2 + 3 + 10 + 20) / (3 * 4)),  # 3.0: the sum over 3 sequences x token limit 4
+    ],
+)
+def test_each_loss_aggregation_against_hand_computed_values(how, expected):
+    assert aggregate(VALUES, MASK, how).item() == pytest.approx(expected)
+
+
+def test_the_aggregations_agree_on_transitions():
+    values = torch.tensor([1.0, 2.0, 6.0])
+    means = {
+        how: aggregate(values, torch.ones(3), how).item() for how in ("token-mean", "sequence-mean", "constant-length")
+    }
+    assert means == {"token-mean": 3.0, "sequence-mean": 3.0, "constant-length": 3.0}
+
+
+def test_an_unknown_aggregation_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown loss aggregation 'mean'"):
+        aggregate(VALUES, MASK, "mean")
+
+
+def test_clip_higher_zero_gradient_exactly_outside_the_asymmetric_range():
+    import math
+
+    # DAPO: eps_low 0.2, eps_high 0.28. A > 0: gradient up to 1.28, none beyond; A < 0: none below 0.8.
+    ratios = [1.25, 1.29, 0.85, 0.79]
+    logp, x = inputs([math.log(r) for r in ratios], [1.0, 1.0, -1.0, -1.0])
+    clip_surrogate(x, 0.2, clip_coef_high=0.28).backward()
+    grads = logp.grad.tolist()
+    assert grads[0] == pytest.approx(-1.25 / 4) and grads[1] == 0.0  # d(-r A / 4) / d log r = -r A / 4
+    assert grads[2] == pytest.approx(0.85 / 4) and grads[3] == 0.0
+    logp, x = inputs([math.log(1.25)], [1.0])
+    clip_surrogate(x, 0.2).backward()
+    assert logp.grad.item() == 0.0  # the symmetric 0.2 range already clips 1.25

@@ -231,3 +231,25 @@ def test_batched_rollout_masks_after_eos_and_applies_the_eos_penalty(tiny):
     assert rollout.ended.any() and not rollout.ended.all()
     assert rollout.batch.advantages[rollout.response_mask == 0].abs().max().item() == 0.0
     assert rollout.tokens == int(lengths.sum())
+
+
+def test_the_loss_aggregation_reaches_the_update_of_unequal_completions(tiny):
+    model, tokenizer = tiny
+    policy = LMActorCritic(copy.deepcopy(model))
+    generator = torch.Generator().manual_seed(0)
+    rollout = collect_text(policy, ReferencePolicy(model), tokenizer, PROMPTS, letter_count, settings(), 0.1, generator)
+    lengths = torch.tensor([10, 7, 3, 1])  # completions of unequal length, as EOS makes them
+    mask = (torch.arange(10) < lengths[:, None]).float()
+    batch = rollout.batch._replace(mask=mask, advantages=rollout.batch.advantages + torch.arange(10.0))
+    params = {k: p.detach() for k, p in policy.named_parameters() if p.requires_grad}
+    losses = {}
+    for how in ("token-mean", "sequence-mean", "constant-length"):
+        cfg = PPOConfig(minibatch_size=4, normalize_advantages=False, loss_aggregation=how)
+        step = make_minibatch_step(policy, Clip(), cfg, compile=False)
+        stats = step(params, AdamState(params), batch, torch.arange(4), torch.tensor(0.0), torch.tensor(0.0))
+        losses[how] = stats[0].item()  # the ratio is 1 before any step: the loss is minus the aggregated advantage
+    advantages = batch.advantages * mask
+    assert losses["token-mean"] == pytest.approx(-(advantages.sum() / mask.sum()).item(), rel=1e-5)
+    per_sequence = advantages.sum(-1) / lengths
+    assert losses["sequence-mean"] == pytest.approx(-per_sequence.mean().item(), rel=1e-5)
+    assert losses["constant-length"] == pytest.approx(-(advantages.sum() / 40).item(), rel=1e-5)

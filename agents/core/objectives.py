@@ -16,7 +16,13 @@ import torch
 
 from agents.core.config import check_non_negative, check_positive
 from agents.core.kl import AdaptivePenalty, FixedPenalty, KLController
-from agents.core.losses import SurrogateInputs, clip_surrogate, kl_penalty_surrogate, unclipped_surrogate
+from agents.core.losses import (
+    LossAggregation,
+    SurrogateInputs,
+    clip_surrogate,
+    kl_penalty_surrogate,
+    unclipped_surrogate,
+)
 
 DIAGNOSTIC_CLIP = 0.2  # the paper's epsilon; objectives without clipping count their logged clip fraction against it
 
@@ -31,10 +37,12 @@ class Clip:
 
     clip_coef: float = 0.2
     """Clipping range epsilon: ratios outside [1 - eps, 1 + eps] get no gradient (paper: 0.2)."""
+    clip_coef_high: float | None = None
+    """Upper range: clip to [1 - clip_coef, 1 + this] (DAPO's clip-higher: 0.28); None = clip_coef, symmetric."""
 
-    def surrogate(self, inputs: SurrogateInputs, beta: torch.Tensor) -> torch.Tensor:
+    def surrogate(self, inputs: SurrogateInputs, beta: torch.Tensor, how: LossAggregation) -> torch.Tensor:
         del beta
-        return clip_surrogate(inputs, self.clip_coef)
+        return clip_surrogate(inputs, self.clip_coef, self.clip_coef_high, how)
 
     def kl_controller(self) -> KLController:
         return FixedPenalty(beta=0.0)
@@ -46,6 +54,8 @@ class Clip:
 
     def validate(self) -> None:
         check_positive({"--clip-coef": self.clip_coef})
+        if self.clip_coef_high is not None:
+            check_positive({"--clip-coef-high": self.clip_coef_high})
 
 
 @dataclass(frozen=True)
@@ -63,8 +73,8 @@ class Penalty:
     clip_fraction_reference: float = DIAGNOSTIC_CLIP
     """Only for the logged clip fraction: the epsilon the diagnostic counts against."""
 
-    def surrogate(self, inputs: SurrogateInputs, beta: torch.Tensor) -> torch.Tensor:
-        return kl_penalty_surrogate(inputs, beta)
+    def surrogate(self, inputs: SurrogateInputs, beta: torch.Tensor, how: LossAggregation) -> torch.Tensor:
+        return kl_penalty_surrogate(inputs, beta, how)
 
     def kl_controller(self) -> KLController:
         return AdaptivePenalty(beta=self.initial_beta, kl_target=self.kl_target)
@@ -90,8 +100,8 @@ class FixedKL:
     clip_fraction_reference: float = DIAGNOSTIC_CLIP
     """Only for the logged clip fraction: the epsilon the diagnostic counts against."""
 
-    def surrogate(self, inputs: SurrogateInputs, beta: torch.Tensor) -> torch.Tensor:
-        return kl_penalty_surrogate(inputs, beta)
+    def surrogate(self, inputs: SurrogateInputs, beta: torch.Tensor, how: LossAggregation) -> torch.Tensor:
+        return kl_penalty_surrogate(inputs, beta, how)
 
     def kl_controller(self) -> KLController:
         return FixedPenalty(beta=self.beta)
@@ -115,9 +125,9 @@ class NoClip:
     clip_fraction_reference: float = DIAGNOSTIC_CLIP
     """Only for the logged clip fraction: the epsilon the diagnostic counts against."""
 
-    def surrogate(self, inputs: SurrogateInputs, beta: torch.Tensor) -> torch.Tensor:
+    def surrogate(self, inputs: SurrogateInputs, beta: torch.Tensor, how: LossAggregation) -> torch.Tensor:
         del beta
-        return unclipped_surrogate(inputs)
+        return unclipped_surrogate(inputs, how)
 
     def kl_controller(self) -> KLController:
         return FixedPenalty(beta=0.0)

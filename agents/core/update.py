@@ -58,7 +58,7 @@ def make_minibatch_step(
     def loss_and_stats(evaluation: Evaluation, mb: Minibatch, beta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         advantages = whiten(mb.advantages, mb.mask) if cfg.normalize_advantages else mb.advantages
         surrogate_inputs = SurrogateInputs(evaluation.logp, mb.old_logp, advantages, evaluation.kl, mb.mask)
-        policy_loss = objective.surrogate(surrogate_inputs, beta)
+        policy_loss = objective.surrogate(surrogate_inputs, beta, cfg.loss_aggregation)
         v_loss = value_loss(evaluation.value, mb.old_values, mb.returns, mb.mask, cfg.value_clip)
         entropy = entropy_bonus(evaluation.entropy, mb.mask)
         loss = policy_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
