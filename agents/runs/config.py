@@ -46,7 +46,7 @@ class RunConfig:
     progress: bool = True
     """Show a progress bar with steps/s and the recent return."""
     nproc: int = 1
-    """Processes on this machine, started by torchrun's launcher (docs/scaling.md); resume with the same number."""
+    """Processes on this machine, started by torchrun's launcher (docs/scaling.md); --resume starts as many again."""
 
 
 def validate_run(run: RunConfig) -> None:
