@@ -76,6 +76,13 @@ def test_ppo_train_nproc_starts_the_processes_and_a_resume_starts_as_many_again(
     assert [r["global_step"] for r in metrics(tmp_path / "two")] == [256, 512]
 
 
+def test_ppo_train_nproc_refuses_a_minibatch_that_does_not_split_in_one_line_before_launching(tmp_path):
+    result = run_ppo("train", "--nproc", "2", *WALKER, "--minibatch-size", "1", "--runs-dir", str(tmp_path))
+    assert result.returncode != 0
+    assert result.stderr.strip() == "error: --minibatch-size 1 does not split over 2 processes; use a multiple of 2"
+    assert not (tmp_path / "runs").exists() and not list(tmp_path.iterdir())  # nothing was started or written
+
+
 def test_resuming_with_another_number_of_processes_is_a_one_line_error(tmp_path):
     two = torchrun("train", *WALKER, "--total-steps", "256", "--runs-dir", str(tmp_path), "--run-name", "two")
     assert two.returncode == 0, two.stderr[-2000:]

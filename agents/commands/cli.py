@@ -13,7 +13,8 @@ import tyro
 from agents.commands.compare import CompareConfig, compare_cli
 from agents.commands.evaluate import EvalConfig, evaluate_cli
 from agents.commands.report import ReportConfig, report_cli
-from agents.commands.train_args import TEXT_WORD, TYRO_MARKERS, parse_train_args, run_training
+from agents.commands.train_args import TEXT_WORD, TYRO_MARKERS, parse_train_args, run_training, validate_train_config
+from agents.core.config import check_minibatch_split
 from agents.core.update import NonFiniteLossError
 from agents.runs.checkpoint import CheckpointError
 from agents.runs.config import read_config
@@ -54,6 +55,10 @@ def train_cli(config: TrainConfig | TextTrainConfig, arguments: list[str]) -> in
     if config.run.resume is not None:
         nproc = read_config(config.run.resume).get("run", {}).get("nproc", 1)
     if nproc > 1 and "LOCAL_RANK" not in os.environ:  # not yet one of torchrun's processes
+        if config.run.resume is None:  # one line here rather than one from every process
+            validate_train_config(config)
+            check_minibatch_split(config.ppo.minibatch_size, nproc)
+        os.environ.setdefault("OMP_NUM_THREADS", "1")  # torchrun's own default, set here so that it does not warn
         return launch_processes(nproc, arguments)
     run_dir = run_training(config)
     if int(os.environ.get("RANK", "0")) == 0:  # under torchrun, the first process speaks for the run

@@ -75,15 +75,19 @@ def check_non_negative(values: Mapping[str, float]) -> None:
             raise ConfigError(f"{flag} must be >= 0, got {value}")
 
 
+def check_minibatch_split(minibatch_size: int, processes: int) -> None:
+    """Each of ``processes`` takes ``minibatch_size / processes`` items per gradient step: it must divide."""
+    if minibatch_size % processes:
+        raise ConfigError(
+            f"--minibatch-size {minibatch_size} does not split over {processes} processes; "
+            f"use a multiple of {processes}"
+        )
+
+
 def check_batch(batch: int, batch_flags: str, ppo: PPOConfig) -> None:
     """The minibatch must fit in and divide the batch of ``batch`` items (named by ``batch_flags``), and split
     evenly over the processes of the run (each takes ``minibatch_size / processes`` of its own share)."""
-    processes = world_size()
-    if ppo.minibatch_size % processes:
-        raise ConfigError(
-            f"--minibatch-size {ppo.minibatch_size} does not split over {processes} processes; "
-            f"use a multiple of {processes}"
-        )
+    check_minibatch_split(ppo.minibatch_size, world_size())
     if ppo.minibatch_size > batch:
         raise ConfigError(
             f"--minibatch-size {ppo.minibatch_size} is larger than the batch ({batch_flags} = {batch}); lower it"
