@@ -11,6 +11,8 @@ import torch
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
+from agents.core.moments import combine_moments
+
 
 def world_size() -> int:
     """Number of processes in the run (1 without torch.distributed)."""
@@ -67,9 +69,6 @@ def merge_moments(mean: torch.Tensor, var: torch.Tensor, count: float) -> tuple[
     if len(parts) == 1:
         return mean, var, count
     merged_mean, merged_var, merged_count = parts[0]
-    for part_mean, part_var, part_count in parts[1:]:
-        total = merged_count + part_count
-        delta = part_mean - merged_mean
-        m2 = merged_var * merged_count + part_var * part_count + delta**2 * merged_count * part_count / total
-        merged_mean, merged_var, merged_count = merged_mean + delta * part_count / total, m2 / total, total
+    for part in parts[1:]:
+        merged_mean, merged_var, merged_count = combine_moments(merged_mean, merged_var, merged_count, *part)
     return merged_mean.to(mean.device), merged_var.to(var.device), merged_count

@@ -10,6 +10,7 @@ from torch import nn
 
 from agents.core.distributed import merge_moments
 from agents.core.kl import gaussian_kl
+from agents.core.moments import combine_moments
 from agents.core.policy import Evaluation
 
 # clip normalised observations to +-10 (Huang et al. 2022, continuous detail 7; CleanRL's TransformObservation)
@@ -81,13 +82,12 @@ class GaussianActorCritic(nn.Module):
         batch = torch.as_tensor(obs, dtype=torch.float64, device=self.obs_mean.device)
         batch_mean, batch_var, batch_count = batch.mean(0), batch.var(0, unbiased=False), float(batch.shape[0])
         batch_mean, batch_var, batch_count = merge_moments(batch_mean, batch_var, batch_count)  # every process's
-        total = self.obs_count + batch_count
-        delta = batch_mean - self.obs_mean
-        new_mean = self.obs_mean + delta * batch_count / total
-        m2 = self.obs_var * self.obs_count + batch_var * batch_count + delta**2 * self.obs_count * batch_count / total
-        self.obs_mean.copy_(new_mean)
-        self.obs_var.copy_(m2 / total)
-        self.obs_count.copy_(total)
+        mean, var, count = combine_moments(
+            self.obs_mean, self.obs_var, self.obs_count, batch_mean, batch_var, batch_count
+        )
+        self.obs_mean.copy_(mean)
+        self.obs_var.copy_(var)
+        self.obs_count.copy_(count)
         self.obs_shift.copy_(self.obs_mean.to(self.obs_shift.dtype))
         self.obs_scale.copy_(torch.rsqrt(self.obs_var + NORMALISER_EPS).to(self.obs_scale.dtype))
 

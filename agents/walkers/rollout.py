@@ -13,6 +13,7 @@ from gymnasium.vector import SyncVectorEnv
 from agents.core.advantages import compute_gae
 from agents.core.batch import Minibatch, flatten_time_major
 from agents.core.distributed import merge_moments
+from agents.core.moments import combine_moments
 from agents.walkers.gaussian import GaussianActorCritic
 
 REWARD_CLIP = 10.0  # clip scaled rewards to +-10 (Huang et al. 2022, continuous detail 9; CleanRL's TransformReward)
@@ -36,10 +37,9 @@ class RunningMeanStd:
             torch.tensor(batch_mean, dtype=torch.float64), torch.tensor(batch_var, dtype=torch.float64), batch_count
         )
         batch_mean, batch_var, batch_count = float(merged[0]), float(merged[1]), merged[2]  # over every process
-        total = self.count + batch_count
-        delta = batch_mean - self.mean
-        m2 = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total
-        self.mean, self.var, self.count = self.mean + delta * batch_count / total, m2 / total, total
+        self.mean, self.var, self.count = combine_moments(
+            self.mean, self.var, self.count, batch_mean, batch_var, batch_count
+        )
 
 
 @dataclass
