@@ -3,11 +3,15 @@
 import os
 import subprocess
 import sys
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
+import gymnasium as gym
 import pytest
 import torch
+from gymnasium.utils.env_checker import check_env
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 from agents.core.config import PPOConfig
 from agents.core.objectives import Clip
@@ -46,3 +50,11 @@ def run_ppo(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 
 def without_timing(records: list[dict]) -> list[dict]:
     return [{k: v for k, v in record.items() if k not in TIMING_KEYS} for record in records]
+
+
+def passes_gymnasium_and_sb3_checkers(env: gym.Env) -> None:
+    """Gymnasium's and Stable-Baselines3's env checkers both run on ``env`` without an error or a warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(env.unwrapped, skip_render_check=True)
+        sb3_check_env(env.unwrapped)

@@ -42,3 +42,6 @@ def test_help_lists_every_option_with_its_docstring():
         assert flag in text and words in text
     for objective in ("clip", "penalty", "fixed-kl", "no-clip"):
         assert objective in text
+    assert "`ppo train text` trains a language model" in text, "the walker help shows the way to the text half"
+    overview = " ".join(run_ppo("--help").stdout.replace("│", " ").split())
+    assert "`ppo train text` trains a language model" in overview

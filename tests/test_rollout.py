@@ -1,5 +1,9 @@
 """Collecting MuJoCo experience: bootstrapping at time limits, reward scaling, episode bookkeeping, env snapshots."""
 
+import os
+
+import gymnasium as gym
+import mujoco
 import numpy as np
 import pytest
 import torch
@@ -138,3 +142,34 @@ def test_final_obs_vector_env_matches_gymnasium_sync_vector_env():
         else:
             assert a[4] == {}
     assert ends > 3
+
+
+WALKERS = ["Hopper-v5", "Walker2d-v5", "HalfCheetah-v5", "Ant-v5", "Humanoid-v5", "Swimmer-v5"]
+
+
+def walker_pixels_after_running_forward(env, metres: float = 20.0) -> float:
+    """Render the first frame, move the walker ``metres`` forward and return the fraction of the next frame's pixels
+    that are its body: those that change when every geom attached to a body other than the world is made invisible."""
+    env.render()  # the camera is placed when the first frame is drawn, as in a recorded episode
+    inner = env.unwrapped
+    inner.data.qpos[0] += metres  # qpos[0] is the root's x (slide joint or free joint) in every walker
+    mujoco.mj_forward(inner.model, inner.data)
+    with_walker = env.render().astype(int)
+    colours = inner.model.geom_rgba.copy()
+    inner.model.geom_rgba[inner.model.geom_bodyid > 0, 3] = 0.0
+    without_walker = env.render().astype(int)
+    inner.model.geom_rgba[:] = colours
+    return float((np.abs(with_walker - without_walker).sum(-1) > 30).mean())
+
+
+@pytest.mark.parametrize("env_id", WALKERS)
+def test_rendering_follows_the_walker(env_id, monkeypatch):
+    monkeypatch.setenv("MUJOCO_GL", os.environ.get("MUJOCO_GL", "egl"))  # headless rendering
+    envs = make_vector_env(env_id, 1, render_mode="rgb_array")
+    envs.reset(seed=0)
+    assert walker_pixels_after_running_forward(envs.envs[0]) > 0.005, "the walker is in the picture 20 m on"
+    envs.close()
+    plain = gym.make(env_id, render_mode="rgb_array")  # Gymnasium's default view stays put: the walker is gone
+    plain.reset(seed=0)
+    assert walker_pixels_after_running_forward(plain) == 0.0
+    plain.close()

@@ -15,7 +15,9 @@ from agents.core.update import UpdateSchedule, make_minibatch_step, ppo_update
 from agents.text.actor_critic import LMActorCritic, ReferencePolicy, inverse_cdf_sample, sample_responses
 from agents.text.rollout import TextBatchSettings, collect_text, shaped_rewards
 from envs.text.env import TextGenEnv
-from envs.text.models import build_tiny_model
+from envs.text.models import ModelLoadError, build_tiny_model
+from envs.text.tasks import ArithmeticTask, TaskError, arithmetic_answer
+from tests.conftest import passes_gymnasium_and_sb3_checkers
 
 PROMPTS = ["the movie was", "a film", "this story is very", "one actor"]
 
@@ -54,6 +56,42 @@ def test_env_passes_the_gymnasium_checker(tiny):
         max_prompt_tokens=8,
     )
     check_env(env.unwrapped, skip_render_check=True)
+
+
+def test_registered_id_builds_from_names_and_scores_with_the_task(tiny):
+    _, tokenizer = tiny
+    env = gym.make("ppo/TextGen-v0", model="tiny", task="arithmetic", max_new_tokens=4, max_prompt_tokens=16)
+    passes_gymnasium_and_sb3_checkers(env)
+    assert env.unwrapped.prompts == ArithmeticTask().prompts("train")
+    held_out = gym.make("ppo/TextGen-v0", model="tiny", task="arithmetic", split="eval").unwrapped.prompts
+    assert held_out == ArithmeticTask().prompts("eval") and not set(held_out) & set(env.unwrapped.prompts)
+    prompt = env.unwrapped.prompts[0]
+    rewards = []
+    for answer in (arithmetic_answer(prompt), arithmetic_answer(prompt) + 1):
+        env.reset(seed=0, options={"prompt": prompt})
+        for token in tokenizer(f" {answer}", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]:
+            _, reward, terminated, _, _ = env.step(token)
+        assert terminated
+        rewards.append(reward)
+    assert rewards == [1.0, 0.0], "the right answer scores 1, a wrong one 0: the arithmetic checker is the reward"
+
+
+def test_registered_id_takes_task_options_and_objects_override_names(tiny):
+    _, tokenizer = tiny
+    options = {"operand_max": 3, "eval_prompts": 4}
+    small = gym.make("ppo/TextGen-v0", model="tiny", task="arithmetic", task_options=options).unwrapped
+    assert len(small.prompts) == 2 * 4 * 4 - 4, "operands 0-3, '+' and '-', 4 questions held out"
+    explicit = gym.make("ppo/TextGen-v0", tokenizer=tokenizer, task="arithmetic", prompts=PROMPTS).unwrapped
+    assert explicit.prompts == PROMPTS and explicit.tokenizer is tokenizer
+
+
+def test_registered_id_names_what_is_wrong_in_one_line():
+    with pytest.raises(TaskError, match="unknown task 'poetry'; known tasks: sentiment, arithmetic, custom"):
+        gym.make("ppo/TextGen-v0", model="tiny", task="poetry")
+    with pytest.raises(TaskError, match="the arithmetic task has no option 'digits'"):
+        gym.make("ppo/TextGen-v0", model="tiny", task="arithmetic", task_options={"digits": 3})
+    with pytest.raises(ModelLoadError, match="model path /no/such/model does not exist"):
+        gym.make("ppo/TextGen-v0", model="/no/such/model", task="arithmetic")
 
 
 def test_episode_ends_at_eos_and_at_the_limit_with_reward_only_at_the_end(tiny):

@@ -161,7 +161,7 @@ def test_cache_directory_comes_from_the_environment_unless_given(tmp_path, monke
 
 
 @pytest.mark.slow
-def test_default_reward_head_reaches_reference_accuracy(tmp_path):
+def test_default_reward_head_reaches_reference_accuracy_and_the_default_env_is_made(tmp_path, monkeypatch):
     # docs/text_tasks.md: a logistic head on MiniLM embeddings of 3,000 reviews reaches about 0.77 on IMDB
     task = SentimentTask(SentimentTaskConfig(cache_dir=tmp_path))
     report = task.reward_model_report()
@@ -169,6 +169,23 @@ def test_default_reward_head_reaches_reference_accuracy(tmp_path):
     assert 0.74 <= report.heldout_accuracy <= 0.85  # measured 0.788
     positive, negative = task.score(["", ""], [POSITIVE, NEGATIVE]).rewards
     assert positive > 0 > negative
+
+    # The registered id on its embedded defaults (SmolLM2's tokenizer, the sentiment task) reuses this head.
+    import gymnasium as gym
+
+    import envs.text  # noqa: F401 - registers ppo/TextGen-v0
+    from tests.conftest import passes_gymnasium_and_sb3_checkers
+
+    monkeypatch.setenv("PPO_CACHE_DIR", str(tmp_path))
+    env = gym.make("ppo/TextGen-v0")
+    passes_gymnasium_and_sb3_checkers(env)
+    assert env.unwrapped.prompts == task.prompts("train") and env.action_space.n == 49152
+    env.reset(seed=0, options={"prompt": task.prompts("train")[0]})
+    terminated, reward = False, 0.0
+    for token in env.unwrapped.tokenizer(" " + POSITIVE, add_special_tokens=False)["input_ids"]:
+        _, reward, terminated, _, _ = env.step(token)
+    _, reward, terminated, _, info = env.step(env.unwrapped.tokenizer.eos_token_id)
+    assert terminated and info["completion"] == " " + POSITIVE and reward > 0
 
 
 # ---------------------------------------------------------------- arithmetic

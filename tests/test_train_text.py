@@ -314,14 +314,16 @@ def test_a_saved_policy_directory_is_a_valid_model_argument(tmp_path, custom_tas
 
 
 @pytest.mark.slow
-def test_gguf_model_is_rebuilt_saveable_with_identical_logits(tmp_path):
+def test_gguf_model_is_rebuilt_saveable_with_identical_logits_and_loads_quietly(tmp_path, capfd):
     from transformers import AutoModelForCausalLM
 
     from envs.text.models import DEFAULT_MODEL, load_causal_lm, resolve_gguf
 
     gguf = resolve_gguf(DEFAULT_MODEL)
     raw = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32).eval()
+    assert "de-quantizing GGUF tensors" in capfd.readouterr().err, "transformers' own load draws its bar"
     model, tokenizer, _ = load_causal_lm(DEFAULT_MODEL)
+    assert "de-quantizing GGUF tensors" not in capfd.readouterr().err, "ours silences it"
     ids = tokenizer("This movie was", return_tensors="pt").input_ids
     with torch.no_grad():
         assert torch.equal(raw(ids).logits, model(ids).logits)

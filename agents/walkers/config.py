@@ -43,7 +43,7 @@ class GaussianPolicyConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Train a PPO agent on a MuJoCo walker."""
+    """Train a PPO agent on a MuJoCo walker; `ppo train text` trains a language model instead (see its --help)."""
 
     kind: ClassVar[str] = "mujoco"
 

@@ -4,11 +4,16 @@ One episode writes one completion. The observation is the prompt and the tokens 
 (fixed-size padded ids and an attention mask); an action is the next token id; the reward is the
 task's score of the completion when the episode ends (EOS or the token limit), 0 before. The env
 runs no model: the agent chooses every token. Training uses the batched path in
-``agents/text_rollout.py``, which samples with a key/value cache and gives the same episodes.
+``agents/text/rollout.py``, which samples with a key/value cache and gives the same episodes.
+
+``gymnasium.make("ppo/TextGen-v0")`` builds it from the embedded defaults (the default model's tokenizer, the
+sentiment task's training prompts and reward); ``model=`` and ``task=`` name others, and ``tokenizer=``,
+``prompts=`` and ``score=`` pass objects for programmatic use.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -16,29 +21,46 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs.text.models import DEFAULT_MODEL, load_tokenizer
+from envs.text.tasks import Task, checked_scores, make_task
+
 ENV_ID = "ppo/TextGen-v0"
+DEFAULT_TASK = "sentiment"
+"""The task ``ppo train text`` trains on by default, and so the env's."""
 
 
 class TextGenEnv(gym.Env):
     """Generate one completion per episode, one token per step.
 
-    ``score(prompts, completions) -> list[float]`` gives the terminal reward (a task's scorer, for
-    example ``envs.text.tasks`` ``checked_scores``-wrapped ``task.score``). ``prompts`` are the texts
-    episodes start from (one is drawn with the env's RNG, or ``reset(options={"prompt": ...})``).
-    The tokenizer is only read, never modified.
+    By name: ``model`` (a ``--model`` spec: ``tiny``, a directory, a GGUF file; only its tokenizer is loaded, since
+    the vocabulary is the action space), ``task`` (a task name such as ``sentiment`` or ``arithmetic``) with
+    ``task_options`` (its config fields) and ``split`` (``train`` or ``eval`` prompts).
+    By object, each overriding its named counterpart: ``tokenizer``; ``prompts``, the texts episodes start from
+    (one is drawn with the env's RNG, or ``reset(options={"prompt": ...})``); ``score(prompts, completions) ->
+    list[float]``, the terminal reward. The tokenizer is only read, never modified.
     """
 
     metadata = {"render_modes": ["ansi"]}
 
     def __init__(
         self,
-        tokenizer,
-        prompts: list[str],
-        score,
+        tokenizer=None,
+        prompts: list[str] | None = None,
+        score=None,
+        model: str = DEFAULT_MODEL,
+        task: str = DEFAULT_TASK,
+        task_options: dict[str, Any] | None = None,
+        split: str = "train",
         max_new_tokens: int = 24,
-        max_prompt_tokens: int = 32,
+        max_prompt_tokens: int = 64,
         render_mode: str | None = None,
     ) -> None:
+        if tokenizer is None:
+            tokenizer = load_tokenizer(model)
+        if prompts is None or score is None:
+            named_task = make_task(task, **(task_options or {}))
+            prompts = named_task.prompts(split) if prompts is None else prompts
+            score = score or functools.partial(task_rewards, named_task)
         if not prompts:
             raise ValueError("TextGenEnv needs at least one prompt")
         if max_new_tokens < 1 or max_prompt_tokens < 1:
@@ -120,6 +142,11 @@ class TextGenEnv(gym.Env):
         if self.render_mode == "ansi":
             return self.tokenizer.decode(self._ids)
         return None
+
+
+def task_rewards(task: Task, prompts: list[str], completions: list[str]) -> list[float]:
+    """The task's training rewards, checked (a raising or non-finite reward is a one-line ``RewardError``)."""
+    return checked_scores(task, prompts, completions).rewards
 
 
 def register() -> None:

@@ -11,7 +11,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib.util
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -67,6 +70,61 @@ def without_quantization(model: torch.nn.Module) -> torch.nn.Module:
     return clean.eval()
 
 
+@contextlib.contextmanager
+def quiet_gguf_conversion() -> Iterator[None]:
+    """Silence the plain ``tqdm`` bar transformers draws while it dequantises GGUF tensors, for one load.
+
+    tqdm reads its ``TQDM_*`` environment overrides once, when it is imported, so setting ``TQDM_DISABLE`` around
+    the load has no effect; the bar is the module-level ``tqdm`` of ``transformers.modeling_gguf_pytorch_utils``.
+    """
+    import transformers.modeling_gguf_pytorch_utils as gguf_loading
+
+    drawing = gguf_loading.tqdm
+    gguf_loading.tqdm = functools.partial(drawing, disable=True)
+    try:
+        yield
+    finally:
+        gguf_loading.tqdm = drawing
+
+
+def load_tokenizer(spec: str = DEFAULT_MODEL):
+    """Only the tokenizer of ``spec`` (see the module docstring): what the text environment needs for its spaces."""
+    from transformers import AutoTokenizer
+
+    if spec == TINY_MODEL:
+        return build_tiny_model()[1]
+    gguf = resolve_gguf(spec)
+    try:
+        if gguf is not None:
+            return AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        check_model_path(spec)
+        return AutoTokenizer.from_pretrained(spec)
+    except ModelLoadError:
+        raise
+    except (OSError, ValueError) as error:
+        raise model_load_error(spec, error) from error
+
+
+def check_model_path(spec: str) -> None:
+    """A one-line error when ``spec`` looks like a path but is not a model directory."""
+    if Path(spec).exists():
+        if not (Path(spec) / "config.json").is_file():
+            raise ModelLoadError(
+                f"{spec} is not a model directory (no config.json); "
+                "pass a save_pretrained folder, a .gguf file or a model id"
+            )
+    elif spec.startswith((".", "/", "~")) or spec.count("/") > 1:
+        raise ModelLoadError(
+            f"model path {spec} does not exist; pass a model directory, a .gguf file or a Hugging Face id"
+        )
+
+
+def model_load_error(spec: str, error: Exception) -> ModelLoadError:
+    """The first line of a loader's error, as a ``ModelLoadError`` naming ``spec``."""
+    first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return ModelLoadError(f"could not load model {spec!r}: {first_line}")
+
+
 def load_causal_lm(spec: str = DEFAULT_MODEL) -> LoadedModel:
     """Load ``spec`` (see the module docstring) in fp32 on the CPU, with dropout off (eval mode)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -78,33 +136,20 @@ def load_causal_lm(spec: str = DEFAULT_MODEL) -> LoadedModel:
     try:
         if gguf is not None:
             tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+            with quiet_gguf_conversion():
+                model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
             return LoadedModel(without_quantization(model), tokenizer, f"GGUF {gguf}")
-        if Path(spec).exists():
-            if not (Path(spec) / "config.json").is_file():
-                raise ModelLoadError(
-                    f"{spec} is not a model directory (no config.json); "
-                    "pass a save_pretrained folder, a .gguf file or a model id"
-                )
-            return LoadedModel(
-                AutoModelForCausalLM.from_pretrained(spec, dtype=torch.float32).eval(),
-                AutoTokenizer.from_pretrained(spec),
-                f"directory {spec}",
-            )
-        if spec.startswith((".", "/", "~")) or spec.count("/") > 1:
-            raise ModelLoadError(
-                f"model path {spec} does not exist; pass a model directory, a .gguf file or a Hugging Face id"
-            )
+        check_model_path(spec)
+        source = f"directory {spec}" if Path(spec).exists() else f"hub id {spec}"
         return LoadedModel(
             AutoModelForCausalLM.from_pretrained(spec, dtype=torch.float32).eval(),
             AutoTokenizer.from_pretrained(spec),
-            f"hub id {spec}",
+            source,
         )
     except ModelLoadError:
         raise
     except (OSError, ValueError) as error:
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ModelLoadError(f"could not load model {spec!r}: {first_line}") from error
+        raise model_load_error(spec, error) from error
 
 
 TINY_CORPUS_SEED = 0
