@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import torch
+from machine import machine_header
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,6 +68,7 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("gpu_check: torch sees no CUDA device on this machine; nothing to check")
         return 0
+    print(machine_header())
     rows: list[tuple[str, str]] = [("device", f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}")]
     status, last, seconds = run([sys.executable, "-m", "pytest", "-q", "-m", "cuda", "tests"], timeout=150)
     rows.append(("tests marked cuda", f"{'ok' if status == 0 else 'FAILED'}: {last} ({seconds:.0f} s)"))

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from machine import machine_header
 
 
 def run_name(env_id: str, objective: str, seed: int, total_steps: int) -> str:
@@ -76,6 +77,7 @@ def main() -> None:
     parser.add_argument("--output", type=Path, help="also write the markdown table here")
     parser.add_argument("--table-only", action="store_true", help="only tabulate runs already in --runs-dir")
     args = parser.parse_args()
+    print(machine_header())
     if not args.table_only:
         for env_id in args.envs:
             for objective in args.objectives:

@@ -19,6 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from machine import machine_header
+
 ROOT = Path(__file__).resolve().parents[1]
 BATCH = 2048
 
@@ -42,6 +44,7 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=12, help="iterations per run (the first is not timed)")
     parser.add_argument("--minibatch-size", type=int, default=64, help="global minibatch (paper: 64)")
     args = parser.parse_args()
+    print(machine_header())
     with tempfile.TemporaryDirectory() as folder:
         results = {n: timed_run(Path(folder), f"p{n}", n, args.iterations, args.minibatch_size) for n in (1, 2)}
     for n, result in results.items():

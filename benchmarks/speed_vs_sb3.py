@@ -16,21 +16,11 @@ import subprocess
 import sys
 import time
 
+from machine import machine_header
+
+from envs.mujoco import raw_stepping_speed
+
 STEPS = 2048
-
-
-def raw_env(env_id: str, steps: int) -> dict:
-    import gymnasium as gym
-
-    env = gym.make(env_id)
-    env.reset(seed=0)
-    env.action_space.seed(0)
-    start = time.perf_counter()
-    for _ in range(steps):
-        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        if terminated or truncated:
-            env.reset()
-    return {"steps_per_second": steps / (time.perf_counter() - start)}
 
 
 def stable_baselines3(env_id: str, iterations: int) -> dict:
@@ -117,7 +107,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.only:
         result = {
-            "raw": lambda: raw_env(args.env_id, STEPS * args.iterations),
+            "raw": lambda: {"steps_per_second": raw_stepping_speed(args.env_id, STEPS * args.iterations)},
             "sb3": lambda: stable_baselines3(args.env_id, args.iterations),
             "ours": lambda: this_ppo(args.env_id, args.iterations, compile=True),
             "ours-eager": lambda: this_ppo(args.env_id, args.iterations, compile=False),
@@ -127,6 +117,7 @@ def main() -> None:
         return
     results = {name: in_subprocess(name, args) for name in ("raw", "sb3", "ours", "ours-eager", "ours-2-threads")}
     raw, sb3 = results["raw"]["steps_per_second"], results["sb3"]["steps_per_second"]
+    print(machine_header())
     print(f"{args.env_id}, {args.iterations} timed iterations of {STEPS} steps, 1 torch thread")
     print(f"{'contender':<34}{'steps/s':>10}{'vs SB3':>9}{'vs raw env':>12}")
     labels = {

@@ -19,6 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from machine import machine_header
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -51,6 +53,7 @@ def main() -> None:
     if args.only is not None:
         print(json.dumps(measure(args.only, 2 // args.only, args.iterations)))
         return
+    print(machine_header())
     results = {}
     for processes in (1, 2):
         child = [sys.executable, __file__, "--only", str(processes), "--iterations", str(args.iterations)]

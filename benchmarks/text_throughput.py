@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import torch
+from machine import machine_header
 
 PROMPTS = [
     "What is 7 + 5? Answer:",
@@ -153,6 +154,7 @@ def main() -> None:
     from envs.text.models import load_causal_lm
 
     lm, tokenizer, source = load_causal_lm()
+    print(machine_header())
     print(f"model: {source}; {args.threads} torch thread(s); 8 prompts")
     for use_cache in () if args.skip_sampling else (True, False):
         costs = {n: sampling_cost(lm, tokenizer, n, use_cache) for n in (32, 128)}

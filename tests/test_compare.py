@@ -43,6 +43,7 @@ from agents.commands.report import (
 from agents.core.config import PPOConfig
 from agents.core.objectives import Clip, FixedKL, NoClip, Penalty, objective_label
 from agents.runs.config import RunConfig, config_to_dict
+from agents.runs.machine import describe_machine, machine_line, record_machine
 from agents.runs.reader import objective_of
 from agents.text.config import TEXT_PPO_DEFAULTS, TextEnvConfig, TextTrainConfig
 from agents.walkers.config import MujocoEnvConfig, TrainConfig
@@ -387,7 +388,12 @@ def test_report_tables_hold_hand_computed_means_stds_and_normalised_scores(synth
     out = tmp_path / "report"
     runs = find_runs([synthetic_runs])
     assert len(runs) == 2 * 3 * 2 + 3
+    record_machine(runs[0])
     write_report(runs, out, random_returns=RANDOM_RETURNS)
+    report = (out / "report.md").read_text()
+    assert f"Made on: {machine_line(describe_machine())}." in report
+    assert "14 runs predate machine.json" in report
+    assert "14 runs predate machine.json" in (out / "index.html").read_text()
 
     rows = {(r["env"], r["objective"]): r for r in read_csv(out / "final_scores.csv")}
     assert len(rows) == 2 * 3 + 2  # the ppo-train-named runs joined their compare-named siblings

@@ -14,6 +14,7 @@ from agents.core.config import ConfigError
 from agents.core.objectives import Clip, FixedKL, NoClip, Penalty
 from agents.runs.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from agents.runs.config import config_from_dict
+from agents.runs.machine import describe_machine, read_machines, record_machine
 from agents.walkers.config import TrainConfig
 from agents.walkers.evaluate import evaluate, load_policy
 from agents.walkers.gaussian import GaussianActorCritic
@@ -54,6 +55,20 @@ def test_run_folder_contents_and_config_round_trip(tmp_path):
     assert config_from_dict(TrainConfig, json.loads((run_dir / "config.json").read_text())) == config
     assert list(run_dir.glob("events.out.tfevents.*"))
     assert (run_dir / "checkpoints" / "latest.pt").is_file()
+    assert read_machines(run_dir) == [describe_machine()]
+
+
+def test_machine_json_gains_an_entry_only_when_a_run_moves_to_another_machine(tmp_path):
+    record_machine(tmp_path)
+    record_machine(tmp_path)  # resumed on the same machine: nothing to add
+    assert read_machines(tmp_path) == [describe_machine()]
+    entries = json.loads((tmp_path / "machine.json").read_text())
+    entries[0]["processor"], entries[0]["torch_cpu_capability"] = "Another CPU", "AVX2"
+    (tmp_path / "machine.json").write_text(json.dumps(entries))
+    record_machine(tmp_path)  # resumed here after running there
+    machines = read_machines(tmp_path)
+    assert [m.processor for m in machines] == ["Another CPU", describe_machine().processor]
+    assert machines[-1] == describe_machine() and machines[0].versions["torch"] == torch.__version__
 
 
 def test_adaptive_beta_in_metrics_follows_the_rule(tmp_path):

@@ -24,6 +24,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from agents.runs.logger import SAMPLES_FILE, markdown_cell, markdown_table, read_jsonl
+from agents.runs.machine import machine_line
 from agents.runs.reader import ReportError, Run, find_runs, load_run
 
 TEXT_FINAL_ITERATIONS = 5
@@ -663,6 +664,16 @@ class ReportContent:
     """Text env -> its sample completions side by side."""
 
 
+def machines_note(runs: Sequence[Run]) -> str:
+    """Which machines the runs were made on: seeded walker runs repeat exactly on one machine only."""
+    lines = dict.fromkeys(machine_line(machine) for run in runs for machine in run.machines)
+    unrecorded = sum(1 for run in runs if not run.machines)
+    parts = [f"Made on: {'; and on: '.join(lines)}." if lines else ""]
+    if unrecorded:
+        parts.append(f"{unrecorded} runs predate machine.json and do not say which machine made them.")
+    return " ".join(part for part in parts if part)
+
+
 def sample_rows_markdown(comparison: SampleComparison) -> str:
     """The sample comparison as a markdown table."""
     header = (["prompt"] if comparison.aligned else []) + list(comparison.objectives)
@@ -684,6 +695,8 @@ def report_markdown(content: ReportContent) -> str:
         "# PPO comparison report",
         "",
         f"{len(content.runs)} runs in {len(content.scores)} groups (environment × objective).",
+        "",
+        machines_note(content.runs),
         "",
         "## Final scores",
         "",
@@ -732,6 +745,7 @@ def report_html(content: ReportContent) -> str:
         "Tables: <a href='final_scores.csv'>final_scores.csv</a>"
         + (", <a href='normalized_scores.csv'>normalized_scores.csv</a>" if content.normalized else "")
         + ", <a href='report.md'>report.md</a>.</p>",
+        f"<p>{html.escape(machines_note(content.runs))}</p>",
         "<h2>Final scores</h2>",
         html_table(*final_scores_table(content.scores, content.normalized)),
     ]

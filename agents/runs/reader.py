@@ -9,6 +9,7 @@ from pathlib import Path
 from agents.core.objectives import OBJECTIVES, Objective, objective_from_dict, objective_label
 from agents.runs.config import CONFIG_FILE, read_config
 from agents.runs.logger import METRICS_FILE, read_jsonl
+from agents.runs.machine import MachineRecord, read_machines
 
 
 class ReportError(ValueError):
@@ -37,6 +38,8 @@ class Run:
     """The ``global_step`` at which the run is finished (its last iteration's, for MuJoCo)."""
     records: tuple[dict, ...]
     """metrics.jsonl, one dict per iteration."""
+    machines: tuple[MachineRecord, ...] = ()
+    """machine.json: the machines it ran on, in order (empty for runs made before it was written)."""
 
     @property
     def finished(self) -> bool:
@@ -84,6 +87,7 @@ def load_run(path: Path) -> Run:
             seed=config["run"]["seed"],
             budget_step=budget_step(config),
             records=tuple(read_jsonl(Path(path) / METRICS_FILE)),
+            machines=tuple(read_machines(Path(path))),
         )
     except (KeyError, TypeError, ValueError) as error:
         raise ReportError(

@@ -22,6 +22,7 @@ from agents.core.distributed import gather_objects, rank, world_size
 from agents.runs.checkpoint import LATEST, CheckpointError, load_checkpoint, save_checkpoint
 from agents.runs.config import RunConfig, config_from_dict, config_to_dict, read_config, write_config
 from agents.runs.logger import RunLogger
+from agents.runs.machine import record_machine
 
 Config = TypeVar("Config")
 
@@ -127,7 +128,8 @@ def new_run_dir(run: RunConfig, subject: str, objective: str) -> Path:
 def open_run_folder(
     config, subject: str, objective: str, state: LoopState, checkpoint: dict | None
 ) -> tuple[Path, RunLogger]:
-    """A new run folder with its config.json, or the resumed one with ``state`` restored from ``checkpoint``
+    """A new run folder with its config.json and machine.json, or the resumed one (its machine.json extended if it
+    resumes on another machine) with ``state`` restored from ``checkpoint``
     (each process its own share); and the run's logger, which writes on the first process only (and drops
     metrics a killed run wrote after its last checkpoint)."""
     if checkpoint is None:
@@ -135,9 +137,12 @@ def open_run_folder(
         if rank() == 0:
             run_dir = new_run_dir(config.run, subject, objective)
             write_config(run_dir, config_to_dict(config))
+            record_machine(run_dir)
         run_dir = gather_objects(run_dir)[0]  # the first process's folder name (it holds a timestamp)
         return run_dir, RunLogger(run_dir, enabled=rank() == 0)
     run_dir = Path(config.run.resume)
+    if rank() == 0:
+        record_machine(run_dir)
     own = checkpoint if rank() == 0 else checkpoint["rank_states"][rank() - 1]
     state.load_state_dict({**checkpoint, **own})
     return run_dir, RunLogger(run_dir, state.iteration, state.global_step, enabled=rank() == 0)
