@@ -40,7 +40,7 @@ from agents.commands.report import (
     trailing_mean,
     write_report,
 )
-from agents.core.config import PPOConfig
+from agents.core.config import ConfigError, PPOConfig
 from agents.core.objectives import Clip, FixedKL, NoClip, Penalty, objective_label
 from agents.runs.config import RunConfig, config_to_dict
 from agents.runs.machine import describe_machine, machine_line, record_machine
@@ -86,8 +86,9 @@ class RecordingRunner:
 # Presets and grid expansion
 
 
-def test_presets_are_the_papers_eleven_settings_and_map_to_train_options():
-    assert list(PRESETS) == [
+def test_presets_are_the_papers_eleven_settings_then_the_group_methods_and_map_to_train_options():
+    assert list(PRESETS)[11:] == ["grpo-8", "dr-grpo-8", "rloo-8", "dapo-8"]
+    assert list(PRESETS)[:11] == [
         "clip-0.1",
         "clip-0.2",
         "clip-0.3",
@@ -110,7 +111,10 @@ def test_presets_are_the_papers_eleven_settings_and_map_to_train_options():
         "penalty-0.01",
         "fixed-kl-3",
     ]
-    assert [p.name for p in resolve_presets(["paper"])] == list(PRESETS)
+    assert [p.name for p in resolve_presets(["paper"])] == list(PRESETS)[:11]
+    assert [p.name for p in resolve_presets(["group"])] == list(PRESETS)[11:]
+    assert [p.name for p in resolve_presets(["grpo", "dr-grpo", "rloo", "dapo"])] == list(PRESETS)[11:]
+    assert PRESETS["dapo-8"].objective_args == ("dapo", "--group-size", "8")
 
 
 def test_grid_expands_objectives_x_environments_x_seeds_in_order(tmp_path):
@@ -126,7 +130,7 @@ def test_grid_expands_objectives_x_environments_x_seeds_in_order(tmp_path):
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("name", list(PRESETS))
+@pytest.mark.parametrize("name", list(PRESETS)[:11])
 def test_each_cell_command_parses_to_its_preset_objective_and_options(tmp_path, name):
     config = tiny_grid(tmp_path, objectives=(name,), seeds=(7,), jobs=2)
     cell = expand_grid(config)[0]
@@ -147,6 +151,19 @@ def test_each_cell_command_parses_to_its_preset_objective_and_options(tmp_path, 
     assert (
         objective_label(objective_of(config_to_dict(parsed))) == name
     )  # so ppo report groups the cell under the preset's name
+
+
+@pytest.mark.parametrize("name", list(PRESETS)[11:])
+def test_group_presets_make_text_and_walker_cells(tmp_path, name):
+    envs = ("text:arithmetic", "InvertedPendulum-v5")
+    config = tiny_grid(tmp_path, envs=envs, objectives=(name,), model="tiny", prompts_per_iteration=8)
+    for cell in expand_grid(config):
+        parsed = cell_config(cell, config, tmp_path / "runs" / "grid")
+        assert parsed.objective == PRESETS[name].objective
+        assert objective_label(objective_of(config_to_dict(parsed))) == name
+    text_only_batch = tiny_grid(tmp_path, envs=("text:arithmetic",), objectives=(name,), prompts_per_iteration=4)
+    with pytest.raises(ConfigError, match="not a whole number of groups of --group-size 8"):
+        cell_config(expand_grid(text_only_batch)[0], text_only_batch, tmp_path / "runs" / "grid")
 
 
 def test_text_cells_run_ppo_train_text_with_the_model_and_task(tmp_path):

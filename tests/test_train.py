@@ -192,6 +192,7 @@ def test_eval_reports_mean_and_std(tmp_path):
         (["--learning-rate", "0"], "--learning-rate must be > 0"),
         (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
         (["penalty", "--kl-target", "-1"], "--kl-target must be > 0"),
+        (["--num-envs", "2", "dapo"], "dapo steps --group-size environments side by side"),
     ],
 )
 def test_bad_config_gives_one_line_error(tmp_path, args, message):

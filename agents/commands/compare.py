@@ -25,7 +25,18 @@ import tyro
 
 from agents.commands.report import write_report
 from agents.commands.train_args import TEXT_WORD, parse_train_args, validate_train_config
-from agents.core.objectives import Clip, FixedKL, NoClip, Objective, Penalty, objective_label
+from agents.core.objectives import (
+    DAPO,
+    GRPO,
+    RLOO,
+    Clip,
+    DrGRPO,
+    FixedKL,
+    NoClip,
+    Objective,
+    Penalty,
+    objective_label,
+)
 from agents.runs.checkpoint import LATEST
 from agents.runs.config import CONFIG_FILE, config_to_dict, read_config
 from agents.runs.reader import ReportError, find_runs, load_run
@@ -82,17 +93,22 @@ PAPER_OBJECTIVES = (
     NoClip(),
 )
 """The eleven settings of the PPO paper's Table 1, in its order."""
-PRESETS = {p.name: p for p in map(preset, PAPER_OBJECTIVES)}
-PRESET_ALIASES = {cls.name: objective_label(cls()) for cls in (Clip, Penalty, FixedKL)}
-"""Short names for ``ppo train``'s default of each objective (``penalty`` -> ``penalty-0.01``)."""
-PRESET_GROUPS = {"paper": tuple(PRESETS)}
-"""Names that stand for several presets."""
+GROUP_OBJECTIVES = (GRPO(), DrGRPO(), RLOO(), DAPO())
+"""The critic-free group methods after PPO, each with its recipe's defaults (G = 8)."""
+PRESETS = {p.name: p for p in map(preset, PAPER_OBJECTIVES + GROUP_OBJECTIVES)}
+PRESET_ALIASES = {cls.name: objective_label(cls()) for cls in (Clip, Penalty, FixedKL, GRPO, DrGRPO, RLOO, DAPO)}
+"""Short names for each objective's default (``penalty`` -> ``penalty-0.01``, ``grpo`` -> ``grpo-8``)."""
+PRESET_GROUPS = {
+    "paper": tuple(preset(o).name for o in PAPER_OBJECTIVES),
+    "group": tuple(preset(o).name for o in GROUP_OBJECTIVES),
+}
+"""Names that stand for several presets: the PPO paper's eleven, and the four group methods."""
 
 
 def known_presets() -> str:
     """The preset names, aliases and groups, for error messages."""
     aliases = ", ".join(f"{alias} ({name})" for alias, name in PRESET_ALIASES.items())
-    return f"{', '.join(PRESETS)}; aliases {aliases}; {', '.join(PRESET_GROUPS)} (all eleven)"
+    return f"{', '.join(PRESETS)}; aliases {aliases}; paper (the PPO paper's eleven), group (grpo, dr-grpo, rloo, dapo)"
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ class Minibatch(NamedTuple):
     returns: torch.Tensor
     old_values: torch.Tensor
     mask: torch.Tensor
+    ref_logp: torch.Tensor | None = None
+    """log pi_ref of the stored actions, where the KL to a reference model is in the loss; else None."""
 
     def select(self, index: torch.Tensor) -> Minibatch:
         """Rows ``index`` of every tensor along the first dimension."""
@@ -28,6 +30,7 @@ class Minibatch(NamedTuple):
             returns=self.returns[index],
             old_values=self.old_values[index],
             mask=self.mask[index],
+            ref_logp=None if self.ref_logp is None else self.ref_logp[index],
         )
 
     def to(self, device: torch.device) -> Minibatch:
@@ -39,6 +42,7 @@ class Minibatch(NamedTuple):
             returns=self.returns.to(device),
             old_values=self.old_values.to(device),
             mask=self.mask.to(device),
+            ref_logp=None if self.ref_logp is None else self.ref_logp.to(device),
         )
 
     @property

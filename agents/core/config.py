@@ -50,8 +50,8 @@ class PPOConfig:
     """Clip the global gradient norm to this value."""
     target_kl: float | None = None
     """Early stopping: skip the remaining epochs once the mean k3 KL of an epoch exceeds this; None = off."""
-    loss_aggregation: LossAggregation = "token-mean"
-    """Policy loss over tokens: all tokens (DAPO), per sequence (GRPO), sum / token limit (Dr. GRPO); walkers: same."""
+    loss_aggregation: LossAggregation | None = None
+    """Policy loss over tokens: all (DAPO), per sequence (GRPO), sum / token limit (Dr. GRPO); None = objective's."""
 
 
 def check_positive_ints(values: Mapping[str, int]) -> None:

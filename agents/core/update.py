@@ -21,8 +21,8 @@ from agents.core.batch import Minibatch, minibatch_indices
 from agents.core.config import PPOConfig
 from agents.core.distributed import all_reduce_mean_, all_reduce_sum, world_size
 from agents.core.kl import kl_k1, kl_k3
-from agents.core.losses import SurrogateInputs, clip_fraction, entropy_bonus, value_loss
-from agents.core.objectives import Objective
+from agents.core.losses import SurrogateInputs, aggregate, clip_fraction, entropy_bonus, value_loss
+from agents.core.objectives import Objective, uses_critic
 from agents.core.optimizer import AdamState, adam_step, clip_by_global_norm, fused_adam_step
 from agents.core.policy import ActorCritic, Evaluation
 
@@ -39,29 +39,45 @@ STAT_NAMES = (
     "approx_kl_k3",
     "kl_exact",
     "clip_fraction",
+    "reference_kl_loss",
     "grad_norm",
 )
 
 
 def make_minibatch_step(
-    policy: ActorCritic, objective: Objective, cfg: PPOConfig, compile: bool
+    policy: ActorCritic, objective: Objective, cfg: PPOConfig, compile: bool, reference_kl_coef: float = 0.0
 ) -> Callable[[dict[str, torch.Tensor], AdamState, Minibatch, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
     """Build ``step(params, adam_state, batch, index, lr, beta) -> stats``: one gradient step on the
     minibatch ``batch.select(index)`` that updates ``params`` in place.
+
+    The loss is the objective's surrogate, aggregated over tokens as ``cfg.loss_aggregation`` says (or the
+    objective's recipe), plus ``vf_coef`` times the value loss for objectives with a critic, minus the entropy
+    bonus, plus ``reference_kl_coef`` times the aggregated k3 estimate of KL(pi || pi_ref) where the minibatch
+    carries ``ref_logp`` (GRPO's KL in the loss; DeepSeekMath eq. 4).
 
     ``stats`` is a 1-D tensor in ``STAT_NAMES`` order (one tensor, so a compiled step returns without
     per-scalar overhead). With ``compile`` the step is wrapped in ``torch.compile`` and falls back
     to eager, with a warning, if compilation fails on this machine.
     """
     fraction_coef = objective.diagnostic_clip_coef
+    how = cfg.loss_aggregation or objective.recipe_aggregation
+    critic = uses_critic(objective)
 
     def loss_and_stats(evaluation: Evaluation, mb: Minibatch, beta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        advantages = whiten(mb.advantages, mb.mask) if cfg.normalize_advantages else mb.advantages
+        # group-relative advantages are already normalised within their group: whitening them again would shift them
+        whitened = cfg.normalize_advantages and critic
+        advantages = whiten(mb.advantages, mb.mask) if whitened else mb.advantages
         surrogate_inputs = SurrogateInputs(evaluation.logp, mb.old_logp, advantages, evaluation.kl, mb.mask)
-        policy_loss = objective.surrogate(surrogate_inputs, beta, cfg.loss_aggregation)
-        v_loss = value_loss(evaluation.value, mb.old_values, mb.returns, mb.mask, cfg.value_clip)
+        policy_loss = objective.surrogate(surrogate_inputs, beta, how)
+        zero = torch.zeros((), device=policy_loss.device)
+        v_loss = value_loss(evaluation.value, mb.old_values, mb.returns, mb.mask, cfg.value_clip) if critic else zero
         entropy = entropy_bonus(evaluation.entropy, mb.mask)
-        loss = policy_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
+        reference_kl = (
+            aggregate(kl_k3(mb.ref_logp, evaluation.logp), mb.mask, how)  # k3 of KL(pi || pi_ref): log ratio ref - pi
+            if mb.ref_logp is not None and reference_kl_coef > 0
+            else zero
+        )
+        loss = policy_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy + reference_kl_coef * reference_kl
         logp, old_logp = evaluation.logp.detach(), mb.old_logp
         stats = torch.stack(
             [
@@ -72,6 +88,7 @@ def make_minibatch_step(
                 masked_mean(kl_k3(logp, old_logp), mb.mask),
                 masked_mean(evaluation.kl.detach(), mb.mask),
                 clip_fraction(logp, old_logp, mb.mask, fraction_coef),
+                reference_kl.detach(),
             ]
         )
         return loss, stats
@@ -157,7 +174,7 @@ def make_minibatch_step(
                 f"warning: torch.compile failed ({type(error).__name__}); "
                 "running the PPO step eagerly (pass --no-compile to skip trying)"
             )
-            eager = make_minibatch_step(policy, objective, cfg, compile=False)
+            eager = make_minibatch_step(policy, objective, cfg, compile=False, reference_kl_coef=reference_kl_coef)
             result = eager(*args)
             chosen.append(eager)
         return result

@@ -53,20 +53,30 @@ class LMActorCritic(nn.Module):
     The value head is fp32 and zero-initialised by default (lm-human-preferences, TRL), so the
     critic starts at V = 0 and does not disturb early advantages. With ``separate_critic`` the
     value comes from its own copy of the LM (more memory, no interference between the heads).
+    With ``critic=False`` (the group-relative objectives) there is no value head at all: no parameters,
+    no optimiser state, no hidden states kept for it, and ``value`` is 0.
     """
 
     def __init__(
-        self, lm: nn.Module, temperature: float = 1.0, separate_critic: bool = False, zero_value_head: bool = True
+        self,
+        lm: nn.Module,
+        temperature: float = 1.0,
+        separate_critic: bool = False,
+        zero_value_head: bool = True,
+        critic: bool = True,
     ) -> None:
         super().__init__()
         self.lm = lm
         self.temperature = temperature
-        hidden_size = lm.config.get_text_config().hidden_size
-        self.value_head = nn.Linear(hidden_size, 1, dtype=torch.float32)
-        if zero_value_head:
-            nn.init.zeros_(self.value_head.weight)
-            nn.init.zeros_(self.value_head.bias)
-        self.critic_lm = copy.deepcopy(lm) if separate_critic else None
+        self.value_head: nn.Linear | None = None
+        self.critic_lm: nn.Module | None = None
+        if critic:
+            hidden_size = lm.config.get_text_config().hidden_size
+            self.value_head = nn.Linear(hidden_size, 1, dtype=torch.float32)
+            if zero_value_head:
+                nn.init.zeros_(self.value_head.weight)
+                nn.init.zeros_(self.value_head.bias)
+            self.critic_lm = copy.deepcopy(lm) if separate_critic else None
 
     def critic_parameter_names(self) -> frozenset[str]:
         """The value head's parameters, and the critic LM's with ``separate_critic``."""
@@ -81,11 +91,14 @@ class LMActorCritic(nn.Module):
             input_ids=inputs["input_ids"],
             attention_mask=inputs["attention_mask"],
             position_ids=position_ids_from_mask(inputs["attention_mask"]),
-            output_hidden_states=self.critic_lm is None,
+            output_hidden_states=self.value_head is not None and self.critic_lm is None,
             logits_to_keep=num_response + 1,
             use_cache=False,
         )
         logp, entropy = token_log_probs_and_entropy(output.logits[:, :-1], response_ids, self.temperature)
+        kl = kl_k3(logp, inputs["old_logp"])
+        if self.value_head is None:
+            return Evaluation(logp=logp, entropy=entropy, value=torch.zeros_like(logp), kl=kl)
         if self.critic_lm is None:
             hidden = output.hidden_states[-1][:, -num_response - 1 : -1]
         else:
@@ -97,7 +110,7 @@ class LMActorCritic(nn.Module):
                 use_cache=False,
             ).hidden_states[-1][:, -num_response - 1 : -1]
         value = self.value_head(hidden.float()).squeeze(-1)
-        return Evaluation(logp=logp, entropy=entropy, value=value, kl=kl_k3(logp, inputs["old_logp"]))
+        return Evaluation(logp=logp, entropy=entropy, value=value, kl=kl)
 
 
 class SampledResponses(NamedTuple):
@@ -220,7 +233,7 @@ class ReferencePolicy:
 
 def save_policy_directory(policy: LMActorCritic, tokenizer, directory: Path) -> None:
     """Write the trained LM as an ordinary Hugging Face folder (``AutoModelForCausalLM.from_pretrained`` loads it),
-    with LoRA merged, plus ``value_head.pt``."""
+    with LoRA merged, plus ``value_head.pt`` when the policy has a critic."""
     lm = policy.lm
     if hasattr(lm, "merge_and_unload"):
         lm = copy.deepcopy(lm).merge_and_unload()
@@ -229,4 +242,5 @@ def save_policy_directory(policy: LMActorCritic, tokenizer, directory: Path) -> 
     directory.mkdir(parents=True, exist_ok=True)
     lm.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
-    torch.save(policy.value_head.state_dict(), directory / "value_head.pt")
+    if policy.value_head is not None:
+        torch.save(policy.value_head.state_dict(), directory / "value_head.pt")

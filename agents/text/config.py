@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from agents.core.config import ConfigError, PPOConfig, check_batch, check_positive_ints, validate_ppo
-from agents.core.objectives import Clip
+from agents.core.distributed import world_size
+from agents.core.objectives import Clip, ReferenceKL, uses_critic
 from agents.runs.config import ObjectiveSubcommand, RunConfig, named_union, validate_run
 from envs.text.models import DEFAULT_MODEL
 from envs.text.tasks import TASK_CONFIGS, SentimentTaskConfig
@@ -39,10 +40,12 @@ class TextEnvConfig:
     """Wrap each prompt in the tokenizer's chat template as a user turn (for instruction-tuned models)."""
     forward_batch: int = 8
     """Sequences per sampling / reference / value forward pass: bounds memory whatever the batch size."""
-    ref_kl_coef: float = 0.2
-    """Initial beta_ref of the per-token penalty -beta_ref * (log pi - log pi_ref) (Ziegler et al.: 0.15-0.2)."""
+    ref_kl_in: ReferenceKL | None = None
+    """Where the reference KL goes: reward (PPO, RLOO), loss (k3; GRPO), none (Dr. GRPO, DAPO); None = recipe."""
+    ref_kl_coef: float | None = None
+    """beta_ref: initial one in the reward (Ziegler et al.: 0.2), fixed one in the loss (GRPO: 0.04); None = these."""
     ref_kl_target: float | None = 6.0
-    """Target summed KL to the reference per completion for the adaptive beta_ref (Ziegler: 6 nats); None = fixed."""
+    """KL in the reward only: target summed KL per completion of the adaptive beta_ref (Ziegler: 6); None = fixed."""
     ref_kl_horizon: int = 10_000
     """Horizon of the adaptive beta_ref controller, in sequences (Ziegler et al.: 10,000)."""
     eos_penalty: float | None = None
@@ -88,11 +91,28 @@ class TextTrainConfig:
     text: TextEnvConfig = TextEnvConfig()
     """The model, the task and the text environment."""
     objective: ObjectiveSubcommand = Clip()
-    """The policy objective: clip, penalty (adaptive KL), fixed-kl, no-clip."""
+    """The policy objective: clip, penalty (adaptive KL), fixed-kl, no-clip; critic-free: grpo, dr-grpo, rloo, dapo."""
     ppo: PPOConfig = TEXT_PPO_DEFAULTS
     """PPO hyperparameters (text defaults: gamma 1, 4 epochs, vf coef 0.1, value clip 0.2)."""
     run: RunConfig = RunConfig(compile=False, torch_threads=0)
     """Run bookkeeping (text: eager, every core)."""
+
+
+REFERENCE_KL_COEF = {"reward": 0.2, "loss": 0.04, "none": 0.0}
+"""beta_ref by placement when --ref-kl-coef is not given: Ziegler et al. 2019 (reward), DeepSeekMath (loss)."""
+
+
+def reference_kl_placement(config: TextTrainConfig) -> ReferenceKL:
+    """``--ref-kl-in``, or the objective's recipe."""
+    return config.text.ref_kl_in or config.objective.recipe_reference_kl
+
+
+def reference_kl_coef(config: TextTrainConfig) -> float:
+    """``--ref-kl-coef``, or its placement's default (0 where the KL goes nowhere)."""
+    placement = reference_kl_placement(config)
+    if placement == "none":
+        return 0.0
+    return config.text.ref_kl_coef if config.text.ref_kl_coef is not None else REFERENCE_KL_COEF[placement]
 
 
 def validate_text_config(config: TextTrainConfig) -> None:
@@ -113,7 +133,7 @@ def validate_text_config(config: TextTrainConfig) -> None:
     check_batch(text.prompts_per_iteration, "--prompts-per-iteration", ppo)
     if not text.temperature > 0:
         raise ConfigError(f"--temperature must be > 0, got {text.temperature}")
-    if not text.ref_kl_coef >= 0:
+    if text.ref_kl_coef is not None and not text.ref_kl_coef >= 0:
         raise ConfigError(f"--ref-kl-coef must be >= 0, got {text.ref_kl_coef}")
     if text.ref_kl_target is not None and not text.ref_kl_target > 0:
         raise ConfigError(f"--ref-kl-target must be > 0 (or None for a fixed coefficient), got {text.ref_kl_target}")
@@ -125,3 +145,24 @@ def validate_text_config(config: TextTrainConfig) -> None:
         raise ConfigError(
             f"--lora-rank and --critic-warmup must be >= 0, got {text.lora_rank} and {text.critic_warmup}"
         )
+    if not uses_critic(config.objective):
+        validate_group_text_config(config)
+
+
+def validate_group_text_config(config: TextTrainConfig) -> None:
+    """The group-relative objectives: whole groups in every process's share, no critic options, a fitting cache."""
+    text, objective = config.text, config.objective
+    share = text.prompts_per_iteration // world_size()
+    if share % objective.group_size:
+        raise ConfigError(
+            f"--prompts-per-iteration {text.prompts_per_iteration} gives each of {world_size()} processes {share} "
+            f"completions, not a whole number of groups of --group-size {objective.group_size}; use a multiple of "
+            f"{objective.group_size * world_size()}"
+        )
+    if text.critic_warmup or text.separate_critic:
+        raise ConfigError(
+            f"{objective.name} learns no critic: drop --critic-warmup and --separate-critic (or use clip or penalty)"
+        )
+    cache = getattr(objective, "overlong_cache", 0)
+    if cache > text.max_new_tokens:
+        raise ConfigError(f"--overlong-cache {cache} is longer than --max-new-tokens {text.max_new_tokens}; lower it")

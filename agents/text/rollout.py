@@ -1,8 +1,10 @@
-"""Collecting text experience: sample completions with the KV cache, score them, shape per-token rewards
-with the reference KL, and build a by-sequence PPO batch."""
+"""Collecting text experience: sample completions with the KV cache, score them, and build a by-sequence batch:
+GAE over per-token rewards shaped with the reference KL (PPO), or one group-relative advantage per completion
+(GRPO, Dr. GRPO, RLOO, DAPO: G completions of each prompt side by side, no critic)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -10,6 +12,14 @@ import torch
 from agents.core.advantages import compute_gae, whiten
 from agents.core.batch import Minibatch
 from agents.core.distributed import all_reduce_sum
+from agents.core.group_advantages import (
+    GROUP_ESTIMATORS,
+    fill_batch,
+    per_token,
+    soft_overlong_penalty,
+    zero_variance_groups,
+)
+from agents.core.objectives import AdvantageEstimator, ReferenceKL
 from agents.text.actor_critic import LMActorCritic, ReferencePolicy, sample_responses
 
 
@@ -24,6 +34,14 @@ class TextBatchSettings(NamedTuple):
     gae_lambda: float
     eos_penalty: float | None
     whiten_advantages: bool
+    advantage_estimator: AdvantageEstimator = "gae"
+    """``gae`` (critic, per-token rewards) or a group-relative estimator's name."""
+    group_size: int = 1
+    """G: consecutive completions of one prompt that form a group (group-relative estimators)."""
+    reference_kl: ReferenceKL = "reward"
+    """Where the KL to the reference goes: the reward, the loss (the batch carries ``ref_logp``) or nowhere."""
+    overlong_cache: int = 0
+    """DAPO's soft overlong penalty over the last ``overlong_cache`` tokens before the limit; 0 = off."""
 
 
 class TextRollout(NamedTuple):
@@ -44,6 +62,62 @@ class TextRollout(NamedTuple):
     ended: torch.Tensor
     tokens: int
     """Generated tokens in the batch (the env steps of this iteration)."""
+    zero_variance_groups: int = 0
+    """Groups of the batch whose rewards are all equal (they carry no gradient); 0 for PPO."""
+    overlong_penalty: torch.Tensor | None = None
+    """``(B,)`` DAPO's soft overlong penalty, already in ``scores``; None when off."""
+
+
+class SampledCompletions(NamedTuple):
+    """Completions of a list of prompts, scored: the part of a rollout that involves no training forward pass."""
+
+    prompts: list[str]
+    prompt_ids: list[list[int]]
+    """Each prompt's token ids, unpadded."""
+    response_ids: torch.Tensor
+    """``(B, T)`` sampled tokens, right-padded after EOS; ``T = max_new_tokens``."""
+    response_mask: torch.Tensor
+    ended: torch.Tensor
+    completions: list[str]
+    scores: torch.Tensor
+    """``(B,)`` task score, after the EOS penalty and the overlong penalty."""
+    task_metrics: dict[str, list[float]]
+    overlong_penalty: torch.Tensor | None
+
+    def rows(self, indices: list[int]) -> SampledCompletions:
+        """The completions at ``indices``, in that order."""
+        index = torch.tensor(indices, dtype=torch.long, device=self.scores.device)
+        return SampledCompletions(
+            [self.prompts[i] for i in indices],
+            [self.prompt_ids[i] for i in indices],
+            self.response_ids[index],
+            self.response_mask[index],
+            self.ended[index],
+            [self.completions[i] for i in indices],
+            self.scores[index],
+            {name: [values[i] for i in indices] for name, values in self.task_metrics.items()},
+            None if self.overlong_penalty is None else self.overlong_penalty[index],
+        )
+
+
+def concatenate_samples(parts: list[SampledCompletions]) -> SampledCompletions:
+    """Several ``SampledCompletions`` as one, in order (prompts are re-padded when the batch is built)."""
+    metrics: dict[str, list[float]] = {}
+    for part in parts:
+        for name, values in part.task_metrics.items():
+            metrics.setdefault(name, []).extend(values)
+    penalties = [part.overlong_penalty for part in parts]
+    return SampledCompletions(
+        [p for part in parts for p in part.prompts],
+        [ids for part in parts for ids in part.prompt_ids],
+        torch.cat([part.response_ids for part in parts]),
+        torch.cat([part.response_mask for part in parts]),
+        torch.cat([part.ended for part in parts]),
+        [c for part in parts for c in part.completions],
+        torch.cat([part.scores for part in parts]),
+        metrics,
+        None if any(p is None for p in penalties) else torch.cat(penalties),
+    )
 
 
 def shaped_rewards(kl: torch.Tensor, scores: torch.Tensor, mask: torch.Tensor, ref_kl_coef: float) -> torch.Tensor:
@@ -101,26 +175,16 @@ def decode_completions(tokenizer, response_ids: torch.Tensor, response_mask: tor
 
 
 @torch.no_grad()
-def collect_text(
-    policy: LMActorCritic,
-    reference: ReferencePolicy,
-    tokenizer,
-    prompts: list[str],
-    score,
-    settings: TextBatchSettings,
-    ref_kl_coef: float,
-    generator: torch.Generator,
-) -> TextRollout:
-    """Sample one completion per prompt, score it with ``score(prompts, completions) -> (scores, metrics)``,
-    and build the by-sequence batch (GAE over response tokens, advantages whitened with the mask).
-
-    Sampling, the policy's and the reference's forward passes all run ``settings.forward_batch``
-    sequences at a time, so memory is bounded whatever the batch size.
-    """
-    device = policy.value_head.weight.device
+def sample_completions(
+    policy: LMActorCritic, tokenizer, prompts: list[str], score, settings: TextBatchSettings, generator: torch.Generator
+) -> SampledCompletions:
+    """Sample one completion per prompt (``settings.forward_batch`` sequences at a time, with the KV cache) and
+    score it with ``score(prompts, completions) -> (scores, metrics)``, then apply the EOS and overlong penalties."""
+    device = next(policy.parameters()).device
     eos_id = tokenizer.eos_token_id
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
-    prompt_ids, prompt_mask = left_pad(encode_prompts(tokenizer, prompts, settings.max_prompt_tokens), pad_id, device)
+    encoded = encode_prompts(tokenizer, prompts, settings.max_prompt_tokens)
+    prompt_ids, prompt_mask = left_pad(encoded, pad_id, device)
     uniforms = torch.rand(len(prompts), settings.max_new_tokens, generator=generator).to(device)
     policy.eval()
     chunks = [
@@ -145,7 +209,39 @@ def collect_text(
         scores = torch.where(
             ended, scores, torch.full_like(scores, settings.eos_penalty)
         )  # the "EOS trick" (lm-human-preferences)
+    overlong = None
+    if settings.overlong_cache > 0:  # DAPO eq. 13, with L_max the token limit
+        lengths = response_mask.sum(-1)
+        overlong = soft_overlong_penalty(lengths, settings.max_new_tokens, settings.overlong_cache).to(scores)
+        scores = scores + overlong
+    return SampledCompletions(
+        prompts, encoded, response_ids, response_mask, ended, completions, scores, task_metrics, overlong
+    )
 
+
+@torch.no_grad()
+def build_text_batch(
+    policy: LMActorCritic,
+    reference: ReferencePolicy,
+    tokenizer,
+    samples: SampledCompletions,
+    settings: TextBatchSettings,
+    ref_kl_coef: float,
+) -> TextRollout:
+    """The by-sequence batch of ``samples``: old log-probs, values and reference log-probs, then advantages.
+
+    PPO (``gae``): per-token rewards ``-ref_kl_coef * (log pi - log pi_ref)`` plus the score on the last token,
+    GAE with the critic's values, advantages whitened over every process's batch.
+    Group-relative: each completion's outcome reward ``score - ref_kl_coef * sum_t (log pi - log pi_ref)`` (KL in
+    the reward) or ``score`` (KL in the loss, or nowhere) goes through the estimator over its group of
+    ``group_size`` consecutive completions, and every token of the completion gets that advantage.
+    """
+    device = samples.scores.device
+    eos_id = tokenizer.eos_token_id
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
+    prompt_ids, prompt_mask = left_pad(samples.prompt_ids, pad_id, device)
+    response_ids, response_mask, scores = samples.response_ids, samples.response_mask, samples.scores
+    size = len(samples.prompts)
     inputs = {
         "input_ids": torch.cat([prompt_ids, response_ids], dim=1),
         "attention_mask": torch.cat([prompt_mask, response_mask], dim=1),
@@ -153,8 +249,9 @@ def collect_text(
         "old_logp": torch.zeros(response_ids.shape, device=device),
     }
     mask = response_mask.float()
+    policy.eval()
     old_logp, values, ref_logp = [], [], []
-    for i in range(0, len(prompts), settings.forward_batch):
+    for i in range(0, size, settings.forward_batch):
         part = {key: value[i : i + settings.forward_batch] for key, value in inputs.items()}
         evaluation = policy(part)
         old_logp.append(evaluation.logp)
@@ -165,37 +262,125 @@ def collect_text(
     old_logp, values, ref_logp = torch.cat(old_logp) * mask, torch.cat(values) * mask, torch.cat(ref_logp) * mask
     inputs["old_logp"] = old_logp
     kl = (old_logp - ref_logp) * mask
-    rewards = shaped_rewards(kl, scores, mask, ref_kl_coef)
+    in_reward = ref_kl_coef if settings.reference_kl == "reward" else 0.0
 
-    last = (mask.sum(-1).long() - 1).clamp(min=0)
-    terminated = torch.zeros_like(mask)
-    terminated[torch.arange(len(prompts)), last] = 1.0  # EOS or the token limit ends the episode with its score
-    next_values = torch.cat([values[:, 1:], torch.zeros_like(values[:, :1])], dim=1)
-    advantages, returns = compute_gae(
-        rewards.T,
-        values.T,
-        next_values.T,
-        terminated.T,
-        torch.zeros_like(mask).T,
-        mask.T,
-        settings.gamma,
-        settings.gae_lambda,
-    )
-    advantages, returns = advantages.T.contiguous(), returns.T.contiguous()
-    if settings.whiten_advantages:
-        advantages = whiten(advantages, mask, sum_over_processes=all_reduce_sum)  # over every process's batch
+    zero_variance = 0
+    if settings.advantage_estimator == "gae":
+        rewards = shaped_rewards(kl, scores, mask, in_reward)
+        last = (mask.sum(-1).long() - 1).clamp(min=0)
+        terminated = torch.zeros_like(mask)
+        terminated[torch.arange(size), last] = 1.0  # EOS or the token limit ends the episode with its score
+        next_values = torch.cat([values[:, 1:], torch.zeros_like(values[:, :1])], dim=1)
+        advantages, returns = compute_gae(
+            rewards.T,
+            values.T,
+            next_values.T,
+            terminated.T,
+            torch.zeros_like(mask).T,
+            mask.T,
+            settings.gamma,
+            settings.gae_lambda,
+        )
+        advantages, returns = advantages.T.contiguous(), returns.T.contiguous()
+        if settings.whiten_advantages:
+            advantages = whiten(advantages, mask, sum_over_processes=all_reduce_sum)  # over every process's batch
+    else:
+        outcome = scores - in_reward * kl.sum(-1)  # the sequence-level KL penalty of RLOO (Ahmadian et al. 2024)
+        estimator = GROUP_ESTIMATORS[settings.advantage_estimator]
+        advantages = per_token(estimator(outcome, settings.group_size), mask)
+        returns = torch.zeros_like(mask)
+        zero_variance = int(zero_variance_groups(outcome, settings.group_size).sum())
     batch = Minibatch(
-        inputs=inputs, old_logp=old_logp, advantages=advantages, returns=returns, old_values=values, mask=mask
+        inputs=inputs,
+        old_logp=old_logp,
+        advantages=advantages,
+        returns=returns,
+        old_values=values,
+        mask=mask,
+        ref_logp=ref_logp if settings.reference_kl == "loss" else None,
     )
     return TextRollout(
         batch,
-        prompts,
-        completions,
+        samples.prompts,
+        samples.completions,
         scores,
-        task_metrics,
+        samples.task_metrics,
         kl.sum(-1),
         response_ids,
         response_mask,
-        ended,
+        samples.ended,
         int(mask.sum()),
+        zero_variance,
+        samples.overlong_penalty,
+    )
+
+
+def collect_text(
+    policy: LMActorCritic,
+    reference: ReferencePolicy,
+    tokenizer,
+    prompts: list[str],
+    score,
+    settings: TextBatchSettings,
+    ref_kl_coef: float,
+    generator: torch.Generator,
+) -> TextRollout:
+    """Sample one completion per prompt, score it with ``score(prompts, completions) -> (scores, metrics)``,
+    and build the by-sequence batch (``sample_completions`` then ``build_text_batch``).
+
+    Sampling, the policy's and the reference's forward passes all run ``settings.forward_batch``
+    sequences at a time, so memory is bounded whatever the batch size.
+    """
+    samples = sample_completions(policy, tokenizer, prompts, score, settings, generator)
+    return build_text_batch(policy, reference, tokenizer, samples, settings, ref_kl_coef)
+
+
+class DynamicSampling(NamedTuple):
+    """A batch of whole groups filled by DAPO's dynamic sampling, and how it was filled."""
+
+    samples: SampledCompletions
+    rounds: int
+    """Sampling rounds this iteration (at most the cap)."""
+    groups_sampled: int
+    groups_dropped: int
+    """Groups whose scores were all equal, thrown away."""
+    filler_groups: int
+    """Dropped groups put back to fill the batch because the cap was hit (zero advantage: no gradient)."""
+    generated_tokens: int
+    """Tokens generated over every round, dropped groups included: what the iteration cost."""
+
+
+def sample_informative_groups(
+    sample_groups: Callable[[int], SampledCompletions], groups_wanted: int, group_size: int, max_rounds: int
+) -> DynamicSampling:
+    """DAPO's dynamic sampling (Yu et al. 2025, section 3.2): ``sample_groups(k)`` samples ``k`` groups of
+    ``group_size`` consecutive completions; groups whose scores are all equal are dropped and more are sampled until
+    ``groups_wanted`` remain or ``max_rounds`` rounds are done. Past the cap the batch is topped up with dropped
+    groups, whose advantages are exactly 0, so its size (and every process's share) stays fixed."""
+    rounds: list[SampledCompletions] = []
+
+    def sample_round(k: int) -> torch.Tensor:
+        rounds.append(sample_groups(k))
+        return rounds[-1].scores
+
+    filled = fill_batch(sample_round, groups_wanted, group_size, max_rounds)
+
+    def group(round_index: int, group_index: int) -> SampledCompletions:
+        first = group_index * group_size
+        return rounds[round_index].rows(list(range(first, first + group_size)))
+
+    kept = [group(r, g) for r, g in filled.kept]
+    dropped = [
+        (r, g)
+        for r, part in enumerate(rounds)
+        for g in torch.nonzero(zero_variance_groups(part.scores, group_size)).reshape(-1).tolist()
+    ]
+    fillers = [group(r, g) for r, g in dropped[: groups_wanted - len(kept)]]
+    return DynamicSampling(
+        concatenate_samples(kept + fillers),
+        filled.rounds,
+        filled.groups_sampled,
+        filled.groups_dropped,
+        len(fillers),
+        sum(int(part.response_mask.sum()) for part in rounds),
     )

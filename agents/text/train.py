@@ -1,5 +1,6 @@
 """``ppo train text``: PPO fine-tuning of a causal LM on a text task, top to bottom, on the same PPO core as
-the walkers.
+the walkers; with a group-relative objective (grpo, dr-grpo, rloo, dapo) each prompt is sampled G times and
+no critic is built.
 """
 
 from __future__ import annotations
@@ -18,13 +19,21 @@ from transformers.utils.logging import disable_progress_bar
 
 from agents.core.distributed import all_reduce_sum, broadcast_, gather_objects, rank, world_size
 from agents.core.kl import FixedPenalty, KLController, ProportionalKL
+from agents.core.objectives import uses_critic
 from agents.core.optimizer import AdamState
 from agents.core.update import UpdateSchedule, make_minibatch_step, ppo_update
 from agents.runs.checkpoint import CheckpointError, global_rng_state, restore_global_rng_state, to_storable
 from agents.runs.session import checkpoint_due, open_run_folder, prepare_run, save_loop_state
 from agents.text.actor_critic import POLICY_DIR, LMActorCritic, ReferencePolicy, save_policy_directory
-from agents.text.config import TextTrainConfig, validate_text_config
-from agents.text.rollout import TextBatchSettings, collect_text, format_prompts
+from agents.text.config import TextTrainConfig, reference_kl_coef, reference_kl_placement, validate_text_config
+from agents.text.rollout import (
+    TextBatchSettings,
+    TextRollout,
+    build_text_batch,
+    format_prompts,
+    sample_completions,
+    sample_informative_groups,
+)
 from envs.text.models import load_causal_lm
 from envs.text.tasks import checked_scores, task_from_config
 
@@ -49,11 +58,12 @@ class ScoreNormaliser:
 
 
 def make_reference_controller(config: TextTrainConfig) -> KLController:
-    """beta_ref: Ziegler's proportional controller when a target is set, else fixed."""
-    text = config.text
-    if text.ref_kl_target is None:
-        return FixedPenalty(beta=text.ref_kl_coef)
-    return ProportionalKL(beta=text.ref_kl_coef, kl_target=text.ref_kl_target, horizon=text.ref_kl_horizon)
+    """beta_ref: Ziegler's proportional controller for a KL in the reward with a target, else fixed (in the loss,
+    GRPO's beta is a constant; with the KL nowhere it is 0)."""
+    text, coef = config.text, reference_kl_coef(config)
+    if text.ref_kl_target is None or reference_kl_placement(config) != "reward":
+        return FixedPenalty(beta=coef)
+    return ProportionalKL(beta=coef, kl_target=text.ref_kl_target, horizon=text.ref_kl_horizon)
 
 
 def build_policy(config: TextTrainConfig, device: torch.device) -> tuple[LMActorCritic, ReferencePolicy, object]:
@@ -71,9 +81,12 @@ def build_policy(config: TextTrainConfig, device: torch.device) -> tuple[LMActor
                 target_modules="all-linear",
             ),
         )
-    policy = LMActorCritic(lm, temperature=config.text.temperature, separate_critic=config.text.separate_critic).to(
-        device
-    )
+    policy = LMActorCritic(
+        lm,
+        temperature=config.text.temperature,
+        separate_critic=config.text.separate_critic,
+        critic=uses_critic(config.objective),
+    ).to(device)
     reference = ReferencePolicy(policy.lm, share_base_with_lora=config.text.lora_rank > 0)
     return policy, reference, tokenizer
 
@@ -95,6 +108,18 @@ def text_diagnostics(response_ids: torch.Tensor, response_mask: torch.Tensor) ->
         "distinct_token_ratio": float(np.mean(distinct)) if distinct else float("nan"),
         "repetition_rate": float(np.mean(repeated)) if repeated else float("nan"),
     }
+
+
+def group_metrics(rollout: TextRollout, group_size: int) -> dict[str, float]:
+    """Group-relative runs: the share of the batch's groups (over every process) whose rewards are all equal, and
+    DAPO's mean overlong penalty; nothing for PPO."""
+    if group_size == 1:
+        return {}
+    zero, groups = all_reduce_sum(torch.tensor([rollout.zero_variance_groups, len(rollout.prompts) // group_size]))
+    metrics = {"zero_variance_groups": float(zero) / float(groups)}
+    if rollout.overlong_penalty is not None:
+        metrics["overlong_penalty"] = float(np.mean(gather_objects(float(rollout.overlong_penalty.mean()))))
+    return metrics
 
 
 @dataclass
@@ -160,7 +185,9 @@ class TextLoopState:
 def train_text(config: TextTrainConfig) -> Path:
     """PPO on a text task as ``config`` says; returns the run folder."""
     config, device, checkpoint = prepare_run(config, validate_text_config)
-    text, ppo_cfg, run_cfg = config.text, config.ppo, config.run
+    text, ppo_cfg, run_cfg, objective = config.text, config.ppo, config.run, config.objective
+    group_size = 1 if uses_critic(objective) else objective.group_size  # completions per prompt
+    placement = reference_kl_placement(config)
 
     # Model and reference first (a wrong --model fails before a reward model is trained), then the task
     disable_progress_bar()  # the console shows our progress bar only; weights load from local files
@@ -185,7 +212,8 @@ def train_text(config: TextTrainConfig) -> Path:
         device=device,
     )
     run_dir, logger = open_run_folder(config, f"text-{text.task.name}", config.objective.name, state, checkpoint)
-    minibatch_step = make_minibatch_step(policy, config.objective, ppo_cfg, run_cfg.compile)
+    loss_kl_coef = reference_kl_coef(config) if placement == "loss" else 0.0
+    minibatch_step = make_minibatch_step(policy, objective, ppo_cfg, run_cfg.compile, reference_kl_coef=loss_kl_coef)
 
     def precision():
         """bf16 autocast on the run's device when asked (weights, value head and optimiser stay fp32); else fp32."""
@@ -201,12 +229,29 @@ def train_text(config: TextTrainConfig) -> Path:
         ppo_cfg.gae_lambda,
         text.eos_penalty,
         text.whiten_advantages,
+        objective.advantage_estimator,
+        group_size,
+        placement,
+        getattr(objective, "overlong_cache", 0),
     )
 
     def score(prompts: list[str], completions: list[str]):
         """Checked task scores, normalised when --normalize-scores is on."""
         scores = checked_scores(task, prompts, completions)
         return state.score_normaliser(scores.rewards), scores.metrics
+
+    raw_prompt_of: dict[str, str] = {}
+    """Each formatted prompt's training prompt, for the logged samples."""
+
+    def sample_groups(groups: int):
+        """``groups`` prompts drawn from the training prompts, each sampled ``group_size`` times side by side."""
+        drawn = state.prompt_rng.integers(len(train_prompts), size=groups)
+        raw = [train_prompts[i] for i in np.repeat(drawn, group_size)]
+        prompts = format_prompts(tokenizer, raw, text.chat_template)
+        raw_prompt_of.update(zip(prompts, raw))
+        return sample_completions(policy, tokenizer, prompts, score, settings, state.sampling_generator)
+
+    dynamic_sampling = getattr(objective, "dynamic_sampling", False)
 
     progress = tqdm(
         total=ppo_cfg.total_steps,
@@ -224,21 +269,29 @@ def train_text(config: TextTrainConfig) -> Path:
             warming_up = iteration <= text.critic_warmup
             schedule = UpdateSchedule(learning_rate=fraction_left * ppo_cfg.learning_rate, beta=state.penalty.beta)
 
-            prompt_indices = state.prompt_rng.integers(len(train_prompts), size=prompts_per_process)
-            raw_prompts = [train_prompts[i] for i in prompt_indices]
-            prompts = format_prompts(tokenizer, raw_prompts, text.chat_template)
+            groups_wanted = prompts_per_process // group_size
+            sampling_stats = {}
             with precision():
-                rollout = collect_text(
-                    policy,
-                    reference,
-                    tokenizer,
-                    prompts,
-                    score,
-                    settings,
-                    state.reference_kl.beta,
-                    state.sampling_generator,
-                )
-            tokens = int(all_reduce_sum(torch.tensor(rollout.tokens)))  # generated by every process
+                if dynamic_sampling:
+                    filled = sample_informative_groups(
+                        sample_groups, groups_wanted, group_size, objective.max_sampling_rounds
+                    )
+                    samples, generated = filled.samples, filled.generated_tokens
+                    counts = [filled.rounds, filled.groups_sampled, filled.groups_dropped, filled.filler_groups]
+                    rounds, sampled, dropped, fillers = all_reduce_sum(torch.tensor(counts)).tolist()
+                    sampling_stats = {
+                        "sampling_rounds": rounds / world_size(),
+                        "groups_sampled": sampled,
+                        "groups_dropped": dropped,
+                        "filler_groups": fillers,
+                    }
+                else:
+                    samples = sample_groups(groups_wanted)
+                    generated = int(samples.response_mask.sum())
+                rollout = build_text_batch(policy, reference, tokenizer, samples, settings, state.reference_kl.beta)
+            raw_prompts = [raw_prompt_of.get(p, p) for p in rollout.prompts]
+            raw_prompt_of.clear()
+            tokens = int(all_reduce_sum(torch.tensor(generated)))  # generated by every process, dropped groups too
             state.global_step += tokens
             collected = time.perf_counter()
 
@@ -272,9 +325,11 @@ def train_text(config: TextTrainConfig) -> Path:
                 **{f"task_{name}": float(np.mean(values)) for name, values in task_metrics.items()},
                 "ref_kl": mean_ref_kl,
                 "ref_kl_coef": state.reference_kl.beta,
-                "non_score_reward": -state.reference_kl.beta * mean_ref_kl,
+                "non_score_reward": -state.reference_kl.beta * mean_ref_kl if placement == "reward" else 0.0,
                 "eos_rate": float(np.mean(gather_objects(float(rollout.ended.float().mean())))),
                 **text_diagnostics(rollout.response_ids, rollout.response_mask),
+                **group_metrics(rollout, group_size),
+                **sampling_stats,
                 "critic_warmup": float(warming_up),
                 "learning_rate": schedule.learning_rate,
                 "beta": schedule.beta,

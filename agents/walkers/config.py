@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from agents.core.config import ConfigError, PPOConfig, check_batch, check_positive_ints, validate_ppo
 from agents.core.distributed import world_size
-from agents.core.objectives import Clip
+from agents.core.objectives import Clip, uses_critic
 from agents.runs.config import ObjectiveSubcommand, RunConfig, validate_run
 
 
@@ -64,6 +64,11 @@ def validate_config(config: TrainConfig) -> None:
     env, ppo = config.env, config.ppo
     validate_ppo(ppo)
     config.objective.validate()
+    if not uses_critic(config.objective) and env.num_envs != 1:
+        raise ConfigError(
+            f"{config.objective.name} steps --group-size environments side by side (one group of episodes); "
+            f"drop --num-envs {env.num_envs}"
+        )
     validate_run(config.run)
     check_positive_ints({"--num-envs": env.num_envs, "--num-steps": env.num_steps})
     if any(size < 1 for size in config.policy.hidden_sizes) or not config.policy.hidden_sizes:

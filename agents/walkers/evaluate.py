@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from agents.core.objectives import uses_critic
 from agents.runs.checkpoint import CheckpointError, load_checkpoint
 from agents.runs.config import config_from_dict
 from agents.walkers.config import TrainConfig
@@ -41,6 +42,7 @@ def load_policy(run: Path, device: str = "cpu") -> tuple[GaussianActorCritic, st
         config.policy.hidden_sizes,
         config.policy.initial_log_std,
         config.env.normalize_observations,
+        critic=uses_critic(config.objective),
     )
     try:
         policy.load_state_dict(state["policy"])

@@ -41,6 +41,7 @@ class GaussianActorCritic(nn.Module):
 
     Inputs are raw observations ``(N, obs_dim)``; the module normalises them with its frozen
     statistics, which the training loop refreshes once per iteration with ``update_normaliser``.
+    With ``critic=False`` (the group-relative objectives) there is no value MLP and every value is 0.
     """
 
     def __init__(
@@ -50,11 +51,12 @@ class GaussianActorCritic(nn.Module):
         hidden_sizes: tuple[int, ...] = (64, 64),
         initial_log_std: float = 0.0,
         normalize_observations: bool = True,
+        critic: bool = True,
     ) -> None:
         super().__init__()
         self.normalize_observations = normalize_observations
         self.actor_mean = orthogonal_mlp([obs_dim, *hidden_sizes, action_dim], output_gain=0.01)
-        self.critic = orthogonal_mlp([obs_dim, *hidden_sizes, 1], output_gain=1.0)
+        self.critic = orthogonal_mlp([obs_dim, *hidden_sizes, 1], output_gain=1.0) if critic else None
         self.actor_log_std = nn.Parameter(torch.full((action_dim,), float(initial_log_std)))
         self.register_buffer("obs_mean", torch.zeros(obs_dim, dtype=torch.float64))
         self.register_buffer("obs_var", torch.ones(obs_dim, dtype=torch.float64))
@@ -109,10 +111,16 @@ class GaussianActorCritic(nn.Module):
             normalize_observations=self.normalize_observations,
         )
 
+    def critic_value(self, normalised: torch.Tensor) -> torch.Tensor:
+        """The value MLP on normalised observations ``(N, obs_dim)``, or zeros without a critic; ``(N,)``."""
+        if self.critic is None:
+            return normalised.new_zeros(normalised.shape[0])
+        return self.critic(normalised).squeeze(-1)
+
     @torch.no_grad()
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """``V(s)`` for raw observations ``(N, obs_dim)``; returns ``(N,)``."""
-        return self.critic(self.normalise(obs)).squeeze(-1)
+        return self.critic_value(self.normalise(obs))
 
     @torch.no_grad()
     def rollout_record(self, obs: torch.Tensor, actions: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -125,7 +133,7 @@ class GaussianActorCritic(nn.Module):
             "old_logp": diagonal_gaussian_log_prob(actions, mean, log_std),
             "old_mean": mean,
             "old_log_std": log_std.clone(),
-            "values": self.critic(normalised).squeeze(-1),
+            "values": self.critic_value(normalised),
         }
 
     def forward(self, inputs: dict[str, torch.Tensor]) -> Evaluation:
@@ -137,7 +145,7 @@ class GaussianActorCritic(nn.Module):
         return Evaluation(
             logp=diagonal_gaussian_log_prob(inputs["actions"], mean, log_std),
             entropy=(0.5 + LOG_SQRT_2PI + log_std).sum(-1),
-            value=self.critic(normalised).squeeze(-1),
+            value=self.critic_value(normalised),
             kl=gaussian_kl(inputs["old_mean"], inputs["old_log_std"], mean, log_std),
         )
 

@@ -1,4 +1,5 @@
-"""Collecting experience: one MuJoCo rollout of ``num_steps`` steps per env, turned into a PPO batch."""
+"""Collecting experience: one MuJoCo rollout of ``num_steps`` steps per env, turned into a PPO batch; or, for the
+group-relative objectives, whole groups of episodes that start from one state, each scored by its return."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from gymnasium.vector import SyncVectorEnv
 from agents.core.advantages import compute_gae
 from agents.core.batch import Minibatch, flatten_time_major
 from agents.core.distributed import merge_moments
+from agents.core.group_advantages import GROUP_ESTIMATORS, zero_variance_groups
 from agents.core.moments import combine_moments
 from agents.walkers.gaussian import GaussianActorCritic
 
@@ -131,6 +133,14 @@ class Rollout(NamedTuple):
     """Raw observations seen ``(T * B, obs_dim)``, for the normaliser update after the PPO update."""
     finished_episodes: list[tuple[float, int]]
     """``(return, length)`` of every episode that ended during the rollout, in order."""
+    zero_variance_groups: int = 0
+    """Group rollouts: groups whose episode returns are all equal (no gradient), among those in the batch."""
+    groups: int = 0
+    """Group rollouts: groups collected (dropped ones included)."""
+    groups_dropped: int = 0
+    """Group rollouts with dynamic sampling: zero-variance groups left out of the batch."""
+    steps: int = 0
+    """Group rollouts: environment steps taken (dropped groups included)."""
 
 
 def collect_mujoco(
@@ -217,3 +227,85 @@ def collect_mujoco(
         mask=mask,
     )
     return Rollout(batch, obs, obs_buffer.reshape(num_steps * num_envs, -1), finished)
+
+
+def collect_mujoco_groups(
+    envs: SyncVectorEnv,
+    policy: GaussianActorCritic,
+    min_steps: int,
+    estimator: str,
+    action_rng: np.random.Generator,
+    max_steps: int | None = None,
+    drop_zero_variance: bool = False,
+) -> Rollout:
+    """Whole groups of episodes, until the batch holds at least ``min_steps`` transitions: each group resets all
+    ``G = num_envs`` environments with one seed (drawn from ``action_rng``), so its G episodes start from the same
+    state, and runs them with actions sampled from ``policy`` until every one has ended (terminated or truncated by
+    the time limit).
+
+    Each episode's undiscounted return is the outcome reward of all its steps; the group-relative ``estimator``
+    (``GROUP_ESTIMATORS``) turns the G returns into G advantages, and every step of an episode gets its episode's.
+    There is no critic and no bootstrapping: the outcome is the whole return, time-limit truncation included.
+
+    ``drop_zero_variance`` (DAPO's dynamic sampling): groups whose returns are all equal are left out of the batch
+    and more groups are run, until ``min_steps`` transitions are kept or ``max_steps`` steps were taken; a batch
+    that would be empty keeps the last group (its advantages are 0).
+    """
+    device = policy.actor_log_std.device
+    group_size = envs.num_envs
+    low, high = envs.single_action_space.low, envs.single_action_space.high
+    actor = policy.numpy_actor()
+    estimate = GROUP_ESTIMATORS[estimator]
+    observations, actions, advantages, finished = [], [], [], []
+    zero_variance = groups = dropped = steps = kept = 0
+    while kept < min_steps and (max_steps is None or steps < max_steps):
+        obs, _ = envs.reset(seed=[int(action_rng.integers(2**31 - 1))] * group_size)
+        active = np.ones(group_size, dtype=bool)
+        episode_obs, episode_actions = [[] for _ in range(group_size)], [[] for _ in range(group_size)]
+        returns = np.zeros(group_size)
+        while active.any():
+            obs32 = obs.astype(np.float32)
+            sampled = actor.sample(obs32, action_rng)
+            obs, rewards, terminated, truncated, _ = envs.step(np.minimum(np.maximum(sampled, low), high))
+            for index in np.flatnonzero(active):
+                episode_obs[index].append(obs32[index])
+                episode_actions[index].append(sampled[index])
+                returns[index] += rewards[index]
+            active &= ~(terminated | truncated)  # an ended env resets itself; its later steps are not recorded
+        lengths = [len(episode) for episode in episode_obs]
+        groups += 1
+        steps += sum(lengths)
+        finished.extend(zip(returns.tolist(), lengths))
+        outcome = torch.as_tensor(returns, dtype=torch.float32)
+        flat = bool(zero_variance_groups(outcome, group_size).all())
+        last_chance = kept == 0 and max_steps is not None and steps >= max_steps
+        if flat and drop_zero_variance and not last_chance:
+            dropped += 1
+            continue
+        zero_variance += int(flat)
+        group_advantages = estimate(outcome, group_size)
+        for index in range(group_size):
+            observations.extend(episode_obs[index])
+            actions.extend(episode_actions[index])
+            advantages.append(group_advantages[index].expand(lengths[index]))
+        kept += sum(lengths)
+    flat_obs = torch.from_numpy(np.stack(observations)).to(device)
+    flat_actions = torch.from_numpy(np.stack(actions)).to(device)
+    record = policy.rollout_record(flat_obs, flat_actions)
+    zeros = torch.zeros(len(observations), device=device)
+    batch = Minibatch(
+        inputs={
+            "obs": flat_obs,
+            "actions": flat_actions,
+            "old_mean": record["old_mean"],
+            "old_log_std": record["old_log_std"],
+        },
+        old_logp=record["old_logp"],
+        advantages=torch.cat(advantages).to(device),
+        returns=zeros,
+        old_values=zeros,
+        mask=torch.ones(len(observations), device=device),
+    )
+    return Rollout(
+        batch, obs.astype(np.float32), np.stack(observations), finished, zero_variance, groups, dropped, steps
+    )

@@ -1,4 +1,6 @@
-"""``ppo train``: the walker training loop, top to bottom (after CleanRL's ppo_continuous_action.py)."""
+"""``ppo train``: the walker training loop, top to bottom (after CleanRL's ppo_continuous_action.py). With a
+group-relative objective (grpo, dr-grpo, rloo, dapo) an iteration collects whole groups of G episodes that start
+from one state instead of a fixed number of steps, and no critic is built."""
 
 from __future__ import annotations
 
@@ -13,8 +15,10 @@ import torch
 from gymnasium.vector import SyncVectorEnv
 from tqdm import tqdm
 
-from agents.core.distributed import broadcast_, gather_objects, rank, world_size
+from agents.core.batch import Minibatch
+from agents.core.distributed import all_reduce_sum, broadcast_, gather_objects, rank, world_size
 from agents.core.kl import KLController
+from agents.core.objectives import uses_critic
 from agents.core.optimizer import AdamState
 from agents.core.update import UpdateSchedule, make_minibatch_step, ppo_update
 from agents.runs.checkpoint import (
@@ -27,7 +31,7 @@ from agents.runs.checkpoint import (
 from agents.runs.session import checkpoint_due, open_run_folder, prepare_run, save_loop_state
 from agents.walkers.config import TrainConfig, validate_config
 from agents.walkers.gaussian import GaussianActorCritic
-from agents.walkers.rollout import EpisodeTracker, RewardScaler, collect_mujoco
+from agents.walkers.rollout import EpisodeTracker, RewardScaler, Rollout, collect_mujoco, collect_mujoco_groups
 from envs.mujoco import make_vector_env, restore_vector_env, snapshot_vector_env
 
 RECENT_EPISODES = 100  # "last 100 episodes" return, as CleanRL and SB3 report
@@ -97,20 +101,44 @@ class WalkerLoopState:
         self.global_step, self.iteration = state["global_step"], state["iteration"]
 
 
+def equal_shares(batch: Minibatch, generator: torch.Generator) -> Minibatch:
+    """Group rollouts differ in size between processes, but every process must take the same number of gradient
+    steps (each ends in an all-reduce): with several processes, each keeps a random subset of the smallest size."""
+    if world_size() == 1:
+        return batch
+    smallest = min(gather_objects(batch.size))
+    return batch.select(torch.randperm(batch.size, generator=generator)[:smallest])
+
+
+def group_metrics(rollout: Rollout) -> dict[str, float]:
+    """Over every process: the share of the iteration's groups whose episode returns are all equal, and the groups
+    dynamic sampling dropped."""
+    counts = [rollout.zero_variance_groups, rollout.groups, rollout.groups_dropped]
+    zero, groups, dropped = all_reduce_sum(torch.tensor(counts)).tolist()
+    return {"zero_variance_groups": zero / groups, "groups_sampled": groups, "groups_dropped": dropped}
+
+
 def train(config: TrainConfig) -> Path:
     """Train PPO on a MuJoCo task as ``config`` says; returns the run folder."""
     config, device, checkpoint = prepare_run(config, validate_config)
-    env_cfg, ppo_cfg, run_cfg = config.env, config.ppo, config.run
+    env_cfg, ppo_cfg, run_cfg, objective = config.env, config.ppo, config.run, config.objective
+    groups = not uses_critic(objective)  # group-relative: G environments run the G episodes of a group side by side
+    num_envs = objective.group_size if groups else env_cfg.num_envs
     # every process steps its own environments: env i of process r resets with seed + r * num_envs + i
-    process_seed = run_cfg.seed + rank() * env_cfg.num_envs
+    process_seed = run_cfg.seed + rank() * num_envs
 
     # Environments and agent
-    envs = make_vector_env(env_cfg.env_id, env_cfg.num_envs)
+    envs = make_vector_env(env_cfg.env_id, num_envs)
     obs_dim = envs.single_observation_space.shape[0]
     action_dim = envs.single_action_space.shape[0]
     torch.manual_seed(run_cfg.seed)
     policy = GaussianActorCritic(
-        obs_dim, action_dim, config.policy.hidden_sizes, config.policy.initial_log_std, env_cfg.normalize_observations
+        obs_dim,
+        action_dim,
+        config.policy.hidden_sizes,
+        config.policy.initial_log_std,
+        env_cfg.normalize_observations,
+        critic=not groups,
     ).to(device)
     params = {name: parameter.detach() for name, parameter in policy.named_parameters()}
     broadcast_(list(params.values()))  # identical initial weights on every process
@@ -118,8 +146,8 @@ def train(config: TrainConfig) -> Path:
         policy=policy,
         adam=AdamState(params),
         penalty=config.objective.kl_controller(),
-        reward_scaler=RewardScaler(ppo_cfg.gamma, env_cfg.num_envs, enabled=env_cfg.scale_rewards),
-        tracker=EpisodeTracker(env_cfg.num_envs),
+        reward_scaler=RewardScaler(ppo_cfg.gamma, num_envs, enabled=env_cfg.scale_rewards),
+        tracker=EpisodeTracker(num_envs),
         minibatch_generator=torch.Generator().manual_seed(process_seed),
         action_rng=np.random.default_rng(process_seed),
         envs=envs,
@@ -129,44 +157,64 @@ def train(config: TrainConfig) -> Path:
     run_dir, logger = open_run_folder(config, env_cfg.env_id, config.objective.name, state, checkpoint)
     minibatch_step = make_minibatch_step(policy, config.objective, ppo_cfg, run_cfg.compile)
 
-    batch_size = env_cfg.num_steps * env_cfg.num_envs * world_size()  # every process's steps
-    num_iterations = ppo_cfg.total_steps // batch_size
+    batch_size = env_cfg.num_steps * env_cfg.num_envs * world_size()  # every process's steps (groups: at least)
+    num_iterations = ppo_cfg.total_steps // batch_size  # groups: the budget in steps decides instead
+
+    def finished() -> bool:
+        return state.global_step >= ppo_cfg.total_steps if groups else state.iteration >= num_iterations
+
     progress = tqdm(
-        total=num_iterations * batch_size,
+        total=ppo_cfg.total_steps if groups else num_iterations * batch_size,
         initial=state.global_step,
         unit="step",
         disable=not run_cfg.progress or rank() != 0,
         dynamic_ncols=True,
     )
     try:
-        for iteration in range(state.iteration + 1, num_iterations + 1):
+        while not finished():
+            iteration = state.iteration + 1
             started = time.perf_counter()
             # Linear learning-rate annealing to 0 (Huang et al. 2022, detail 4)
-            fraction_left = 1.0 - (iteration - 1) / num_iterations if ppo_cfg.anneal_lr else 1.0
+            done_fraction = state.global_step / ppo_cfg.total_steps if groups else (iteration - 1) / num_iterations
+            fraction_left = 1.0 - done_fraction if ppo_cfg.anneal_lr else 1.0
             schedule = UpdateSchedule(learning_rate=fraction_left * ppo_cfg.learning_rate, beta=state.penalty.beta)
 
-            rollout = collect_mujoco(
-                envs,
-                policy,
-                state.obs,
-                env_cfg.num_steps,
-                state.reward_scaler,
-                state.tracker,
-                state.action_rng,
-                ppo_cfg.gamma,
-                ppo_cfg.gae_lambda,
-            )
+            if groups:
+                rollout = collect_mujoco_groups(
+                    envs,
+                    policy,
+                    env_cfg.num_steps,
+                    objective.advantage_estimator,
+                    state.action_rng,
+                    max_steps=env_cfg.num_steps * getattr(objective, "max_sampling_rounds", 1),
+                    drop_zero_variance=getattr(objective, "dynamic_sampling", False),
+                )
+                steps = int(all_reduce_sum(torch.tensor(rollout.steps)))  # stepped by every process
+                batch = equal_shares(rollout.batch, state.minibatch_generator)
+            else:
+                rollout = collect_mujoco(
+                    envs,
+                    policy,
+                    state.obs,
+                    env_cfg.num_steps,
+                    state.reward_scaler,
+                    state.tracker,
+                    state.action_rng,
+                    ppo_cfg.gamma,
+                    ppo_cfg.gae_lambda,
+                )
+                steps, batch = batch_size, rollout.batch
             state.obs = rollout.next_obs
-            state.global_step += batch_size
+            state.global_step += steps
             collected = time.perf_counter()
 
             result = ppo_update(
-                policy, params, state.adam, minibatch_step, rollout.batch, ppo_cfg, schedule, state.minibatch_generator
+                policy, params, state.adam, minibatch_step, batch, ppo_cfg, schedule, state.minibatch_generator
             )
             # once per iteration, from the whole update (paper, section 4)
-            state.penalty.update(result.kl_after_update, rollout.batch.size * world_size())
+            state.penalty.update(result.kl_after_update, batch.size * world_size())
             policy.update_normaliser(rollout.observations)  # after the update, so training saw the rollout's statistics
-            finished = time.perf_counter()
+            ended = time.perf_counter()
 
             episodes = [episode for part in gather_objects(rollout.finished_episodes) for episode in part]
             state.recent_returns.extend(r for r, _ in episodes)
@@ -183,16 +231,17 @@ def train(config: TrainConfig) -> Path:
                 "beta": schedule.beta,
                 "beta_next": state.penalty.beta,
                 "policy_std": float(torch.exp(policy.actor_log_std.detach()).mean()),
+                **(group_metrics(rollout) if groups else {}),
                 **result.stats,
-                "sps": batch_size / (finished - started),
+                "sps": steps / (ended - started),
                 "rollout_seconds": collected - started,
-                "update_seconds": finished - collected,
+                "update_seconds": ended - collected,
             }
             logger.log(metrics)
-            progress.update(batch_size)
+            progress.update(min(steps, progress.total - progress.n))
             progress.set_postfix(sps=f"{metrics['sps']:.0f}", ret=f"{metrics['episode_return']:.1f}", refresh=False)
 
-            if checkpoint_due(iteration, run_cfg, last=iteration == num_iterations):
+            if checkpoint_due(iteration, run_cfg, last=finished()):
                 save_loop_state(config, run_dir, state)
     finally:
         progress.close()

@@ -1,0 +1,98 @@
+"""What dropping the critic saves on SmolLM2-135M: PPO-Clip with a value head on the policy's last hidden state, with a
+separate critic LM, and GRPO (no critic), on the same batch.
+
+Every contender: the default model (fp32, CPU), the sentiment task with the lexicon reward, 8 completions of 32 new
+tokens per iteration (GRPO: one prompt sampled 8 times), 4 epochs, minibatch 8, ``--threads`` torch threads, each in
+its own process (for its peak memory), one after another. Reported: seconds per iteration (first excluded), its
+rollout and update parts, peak resident memory, and the floats the optimiser updates and keeps (trainable numbers
+and Adam's two moments per number).
+
+    python benchmarks/critic_free.py --iterations 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from machine import machine_header
+
+CONTENDERS = {
+    "clip, value head on the policy": ["clip"],
+    "clip, separate critic LM": ["clip", "--separate-critic"],
+    "grpo, no critic (G = 8)": ["grpo"],
+}
+
+
+def measure(contender: str, iterations: int, threads: int) -> dict:
+    import torch
+
+    from agents.core.objectives import GRPO, Clip
+    from agents.runs.config import RunConfig
+    from agents.text.config import TEXT_PPO_DEFAULTS, TextEnvConfig, TextTrainConfig
+    from agents.text.train import train_text
+    from envs.text.tasks import SentimentTaskConfig
+
+    arguments = CONTENDERS[contender]
+    with tempfile.TemporaryDirectory() as runs:
+        config = TextTrainConfig(
+            text=TextEnvConfig(
+                task=SentimentTaskConfig(reward_model="lexicon"),
+                prompts_per_iteration=8,
+                max_new_tokens=32,
+                forward_batch=8,
+                separate_critic="--separate-critic" in arguments,
+            ),
+            objective=GRPO() if arguments[0] == "grpo" else Clip(),
+            ppo=TEXT_PPO_DEFAULTS.__class__(
+                **{**TEXT_PPO_DEFAULTS.__dict__, "total_steps": 8 * 32 * iterations, "epochs": 4, "minibatch_size": 8}
+            ),
+            run=RunConfig(runs_dir=Path(runs), run_name="bench", progress=False, compile=False, torch_threads=threads),
+        )
+        run_dir = train_text(config)
+        records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        checkpoint = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=False)
+        trainable = sum(t.numel() for t in checkpoint["trainable"].values())
+    timed = records[1:]
+    return {
+        "seconds_per_iteration": sum(r["rollout_seconds"] + r["update_seconds"] for r in timed) / len(timed),
+        "rollout_seconds": sum(r["rollout_seconds"] for r in timed) / len(timed),
+        "update_seconds": sum(r["update_seconds"] for r in timed) / len(timed),
+        "trainable_millions": trainable / 1e6,
+        "optimiser_floats_millions": 3 * trainable / 1e6,  # the numbers, and Adam's first and second moments
+        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--iterations", type=int, default=3, help="iterations per contender (the first is not timed)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--only", choices=list(CONTENDERS), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.only:
+        print(json.dumps(measure(args.only, args.iterations, args.threads)))
+        return
+    print(machine_header())
+    print(f"SmolLM2-135M, 8 x 32 tokens, 4 epochs, minibatch 8, {args.threads} threads, {args.iterations - 1} timed")
+    print("| contender | s/iteration | rollout | update | trainable (M) | optimiser floats (M) | peak memory |")
+    print("|---|---|---|---|---|---|---|")
+    for contender in CONTENDERS:
+        child = [sys.executable, __file__, "--only", contender, "--iterations", str(args.iterations)]
+        child += ["--threads", str(args.threads)]
+        output = subprocess.run(child, check=True, capture_output=True, text=True).stdout
+        r = json.loads(output.strip().splitlines()[-1])
+        print(
+            f"| {contender} | {r['seconds_per_iteration']:.1f} | {r['rollout_seconds']:.1f} | {r['update_seconds']:.1f}"
+            f" | {r['trainable_millions']:.1f} | {r['optimiser_floats_millions']:.1f} | {r['peak_rss_gb']:.2f} GB |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
