@@ -108,3 +108,22 @@ def test_a_two_process_text_run_finishes_and_writes_one_policy(tmp_path):
     assert records[-1]["global_step"] >= 64
     assert all(r["global_step"] - p["global_step"] <= 4 * 8 for p, r in zip([{"global_step": 0}, *records], records))
     assert (tmp_path / "text" / "policy" / "config.json").is_file()
+
+
+def test_two_process_group_runs_take_equal_shares_and_finish_in_both_worlds(tmp_path):
+    walker = torchrun(
+        "train", "--env-id", "InvertedPendulum-v5", "--num-steps", "64", "--minibatch-size", "32", "--epochs", "2",
+        "--total-steps", "512", "--no-compile", "--no-progress", "--runs-dir", str(tmp_path), "--run-name", "walker",
+        "grpo", "--group-size", "4",
+    )  # fmt: skip
+    assert walker.returncode == 0, walker.stderr[-2000:]
+    records = metrics(tmp_path / "walker")
+    assert records[-1]["global_step"] >= 512
+    assert all(r["groups_sampled"] >= 2 for r in records), "every process's groups are counted"
+    text = torchrun(
+        "train", "text", "--model", "tiny", "--prompts-per-iteration", "8", "--max-new-tokens", "8",
+        "--total-steps", "128", "--minibatch-size", "4", "--no-progress", "--runs-dir", str(tmp_path),
+        "--run-name", "text", "arithmetic", "dapo", "--group-size", "2",
+    )  # fmt: skip
+    assert text.returncode == 0, text.stderr[-2000:]
+    assert all(r["sampling_rounds"] >= 1 for r in metrics(tmp_path / "text"))
