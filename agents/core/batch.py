@@ -45,6 +45,15 @@ class Minibatch(NamedTuple):
             ref_logp=None if self.ref_logp is None else self.ref_logp.to(device),
         )
 
+    def of_any_size(self) -> Minibatch:
+        """The same minibatch, its first dimension marked dynamic for ``torch.compile``: a step compiled for one
+        batch size then serves batches of every size (group rollouts vary from iteration to iteration) instead of
+        compiling again for each new size."""
+        tensors = [*self.inputs.values(), self.old_logp, self.advantages, self.returns, self.old_values, self.mask]
+        for tensor in tensors + ([self.ref_logp] if self.ref_logp is not None else []):
+            torch._dynamo.mark_dynamic(tensor, 0)
+        return self
+
     @property
     def size(self) -> int:
         """Number of items along the first dimension (transitions or sequences)."""

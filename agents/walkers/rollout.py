@@ -263,15 +263,17 @@ def collect_mujoco_groups(
         active = np.ones(group_size, dtype=bool)
         episode_obs, episode_actions = [[] for _ in range(group_size)], [[] for _ in range(group_size)]
         returns = np.zeros(group_size)
+        obs = obs.astype(np.float32)
         while active.any():
-            obs32 = obs.astype(np.float32)
-            sampled = actor.sample(obs32, action_rng)
-            obs, rewards, terminated, truncated, _ = envs.step(np.minimum(np.maximum(sampled, low), high))
-            for index in np.flatnonzero(active):
-                episode_obs[index].append(obs32[index])
+            sampled = actor.sample(obs, action_rng)  # for all G, so the random stream does not depend on who is done
+            clipped = np.minimum(np.maximum(sampled, low), high)
+            for index in np.flatnonzero(active):  # only the episodes still running are stepped
+                episode_obs[index].append(obs[index].copy())
                 episode_actions[index].append(sampled[index])
-                returns[index] += rewards[index]
-            active &= ~(terminated | truncated)  # an ended env resets itself; its later steps are not recorded
+                next_obs, reward, terminated, truncated, _ = envs.envs[index].step(clipped[index])
+                returns[index] += reward
+                obs[index] = next_obs
+                active[index] = not (terminated or truncated)
         lengths = [len(episode) for episode in episode_obs]
         groups += 1
         steps += sum(lengths)
@@ -306,6 +308,4 @@ def collect_mujoco_groups(
         old_values=zeros,
         mask=torch.ones(len(observations), device=device),
     )
-    return Rollout(
-        batch, obs.astype(np.float32), np.stack(observations), finished, zero_variance, groups, dropped, steps
-    )
+    return Rollout(batch, obs, np.stack(observations), finished, zero_variance, groups, dropped, steps)

@@ -190,7 +190,7 @@ def train(config: TrainConfig) -> Path:
                     drop_zero_variance=getattr(objective, "dynamic_sampling", False),
                 )
                 steps = int(all_reduce_sum(torch.tensor(rollout.steps)))  # stepped by every process
-                batch = equal_shares(rollout.batch, state.minibatch_generator)
+                batch = equal_shares(rollout.batch, state.minibatch_generator).of_any_size()
             else:
                 rollout = collect_mujoco(
                     envs,
