@@ -35,13 +35,17 @@ def validate_train_config(config: TrainConfig | TextTrainConfig) -> None:
 
 def run_training(config: TrainConfig | TextTrainConfig) -> Path:
     """Train as ``config`` says, in its world (one process, or one of torchrun's); returns the run folder."""
+    finished = False
     try:
         if isinstance(config, TextTrainConfig):
             from agents.text.train import train_text  # imported here: walker runs need no language-model stack
 
-            return train_text(config)
-        from agents.walkers.train import train
+            run_dir = train_text(config)
+        else:
+            from agents.walkers.train import train
 
-        return train(config)
+            run_dir = train(config)
+        finished = True
+        return run_dir
     finally:
-        shutdown_distributed()
+        shutdown_distributed(finished)

@@ -76,9 +76,13 @@ def init_distributed(device: torch.device) -> None:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
 
 
-def shutdown_distributed() -> None:
-    """Leave the process group, if this process joined one."""
+def shutdown_distributed(finished: bool = False) -> None:
+    """Leave the process group, if this process joined one. ``finished`` (the run ended normally on every process):
+    wait at a barrier first, so no process tears its connections down while another still works (the first one
+    writes the policy folder after the last collective); after an error there is no barrier, which could hang."""
     if dist.is_available() and dist.is_initialized():
+        if finished:
+            dist.barrier()
         dist.destroy_process_group()
 
 
