@@ -172,18 +172,24 @@ class FilledBatch(NamedTuple):
     ``kept``: ``(round, group_index)`` pairs in the order collected, at most ``groups_wanted``; ``group_index``
     indexes the groups ``sample_groups`` returned in that round, so the caller gathers the matching samples.
     ``rewards``: flat ``(len(kept) * G,)`` rewards of the kept groups in that order (ready for an estimator).
-    ``groups_sampled``: groups returned over all rounds. ``groups_dropped``: zero-variance groups thrown away
-    (informative groups beyond ``groups_wanted`` are neither kept nor counted here:
-    ``groups_sampled - groups_dropped - len(kept)`` of them). ``rounds``: calls made to ``sample_groups``.
+    ``dropped``: ``(round, group_index)`` of every zero-variance group thrown away, in the order sampled
+    (informative groups beyond ``groups_wanted`` are neither kept nor dropped:
+    ``groups_sampled - len(dropped) - len(kept)`` of them). ``groups_sampled``: groups returned over all rounds.
+    ``rounds``: calls made to ``sample_groups``.
     ``hit_cap``: ``max_rounds`` calls were made and the batch is still not full.
     """
 
     kept: list[tuple[int, int]]
     rewards: torch.Tensor
     groups_sampled: int
-    groups_dropped: int
+    dropped: list[tuple[int, int]]
     rounds: int
     hit_cap: bool
+
+    @property
+    def groups_dropped(self) -> int:
+        """How many zero-variance groups were thrown away."""
+        return len(self.dropped)
 
 
 def fill_batch(
@@ -210,16 +216,17 @@ def fill_batch(
     if group_size < 2:
         raise ValueError(f"group_size is {group_size}: sample at least 2 responses per prompt (G >= 2)")
     kept: list[tuple[int, int]] = []
+    dropped: list[tuple[int, int]] = []
     kept_rewards: list[torch.Tensor] = []
-    groups_sampled = groups_dropped = rounds = 0
+    groups_sampled = rounds = 0
     while len(kept) < groups_wanted and rounds < max_rounds:
         missing = groups_wanted - len(kept)
         grouped = group_rewards(sample_groups(groups_per_round or missing), group_size)
         informative = select_informative_groups(grouped.reshape(-1), group_size)
         groups_sampled += grouped.shape[0]
-        groups_dropped += grouped.shape[0] - informative.numel()
+        dropped += [(rounds, index) for index in sorted(set(range(grouped.shape[0])) - set(informative.tolist()))]
         taken = informative[:missing]
         kept += [(rounds, int(index)) for index in taken]
         kept_rewards.append(grouped[taken].reshape(-1))
         rounds += 1
-    return FilledBatch(kept, torch.cat(kept_rewards), groups_sampled, groups_dropped, rounds, len(kept) < groups_wanted)
+    return FilledBatch(kept, torch.cat(kept_rewards), groups_sampled, dropped, rounds, len(kept) < groups_wanted)

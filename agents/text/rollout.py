@@ -370,12 +370,7 @@ def sample_informative_groups(
         return rounds[round_index].rows(list(range(first, first + group_size)))
 
     kept = [group(r, g) for r, g in filled.kept]
-    dropped = [
-        (r, g)
-        for r, part in enumerate(rounds)
-        for g in torch.nonzero(zero_variance_groups(part.scores, group_size)).reshape(-1).tolist()
-    ]
-    fillers = [group(r, g) for r, g in dropped[: groups_wanted - len(kept)]]
+    fillers = [group(r, g) for r, g in filled.dropped[: groups_wanted - len(kept)]]
     return DynamicSampling(
         concatenate_samples(kept + fillers),
         filled.rounds,
