@@ -127,27 +127,20 @@ def model_load_error(spec: str, error: Exception) -> ModelLoadError:
 
 def load_causal_lm(spec: str = DEFAULT_MODEL) -> LoadedModel:
     """Load ``spec`` (see the module docstring) in fp32 on the CPU, with dropout off (eval mode)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     if spec == TINY_MODEL:
         model, tokenizer = build_tiny_model()
         return LoadedModel(model, tokenizer, "tiny random GPT-2")
+    tokenizer = load_tokenizer(spec)  # also the one-line errors for missing or wrong paths
     gguf = resolve_gguf(spec)
     try:
         if gguf is not None:
-            tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
             with quiet_gguf_conversion():
                 model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
             return LoadedModel(without_quantization(model), tokenizer, f"GGUF {gguf}")
-        check_model_path(spec)
         source = f"directory {spec}" if Path(spec).exists() else f"hub id {spec}"
-        return LoadedModel(
-            AutoModelForCausalLM.from_pretrained(spec, dtype=torch.float32).eval(),
-            AutoTokenizer.from_pretrained(spec),
-            source,
-        )
-    except ModelLoadError:
-        raise
+        return LoadedModel(AutoModelForCausalLM.from_pretrained(spec, dtype=torch.float32).eval(), tokenizer, source)
     except (OSError, ValueError) as error:
         raise model_load_error(spec, error) from error
 
