@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 from machine import machine_header
+from text_throughput import ppo_iterations
 
 CONTENDERS = {
     "clip, value head on the policy": ["clip"],
@@ -30,43 +28,13 @@ CONTENDERS = {
 
 
 def measure(contender: str, iterations: int, threads: int) -> dict:
-    import torch
-
-    from agents.core.objectives import GRPO, Clip
-    from agents.runs.config import RunConfig
-    from agents.text.config import TEXT_PPO_DEFAULTS, TextEnvConfig, TextTrainConfig
-    from agents.text.train import train_text
-    from envs.text.tasks import SentimentTaskConfig
+    from agents.core.objectives import GRPO
 
     arguments = CONTENDERS[contender]
-    with tempfile.TemporaryDirectory() as runs:
-        config = TextTrainConfig(
-            text=TextEnvConfig(
-                task=SentimentTaskConfig(reward_model="lexicon"),
-                prompts_per_iteration=8,
-                max_new_tokens=32,
-                forward_batch=8,
-                separate_critic="--separate-critic" in arguments,
-            ),
-            objective=GRPO() if arguments[0] == "grpo" else Clip(),
-            ppo=TEXT_PPO_DEFAULTS.__class__(
-                **{**TEXT_PPO_DEFAULTS.__dict__, "total_steps": 8 * 32 * iterations, "epochs": 4, "minibatch_size": 8}
-            ),
-            run=RunConfig(runs_dir=Path(runs), run_name="bench", progress=False, compile=False, torch_threads=threads),
-        )
-        run_dir = train_text(config)
-        records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-        checkpoint = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=False)
-        trainable = sum(t.numel() for t in checkpoint["trainable"].values())
-    timed = records[1:]
-    return {
-        "seconds_per_iteration": sum(r["rollout_seconds"] + r["update_seconds"] for r in timed) / len(timed),
-        "rollout_seconds": sum(r["rollout_seconds"] for r in timed) / len(timed),
-        "update_seconds": sum(r["update_seconds"] for r in timed) / len(timed),
-        "trainable_millions": trainable / 1e6,
-        "optimiser_floats_millions": 3 * trainable / 1e6,  # the numbers, and Adam's first and second moments
-        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2,
-    }
+    objective = GRPO() if arguments[0] == "grpo" else None
+    result = ppo_iterations(iterations, threads, objective=objective, separate_critic="--separate-critic" in arguments)
+    # the numbers, and Adam's first and second moments of each
+    return {**result, "optimiser_floats_millions": 3 * result["trainable_millions"]}
 
 
 def main() -> None:

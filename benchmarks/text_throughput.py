@@ -66,7 +66,12 @@ def sampling_cost(lm, tokenizer, new_tokens: int, use_cache: bool) -> float:
     return (time.perf_counter() - start) / (new_tokens * len(PROMPTS))
 
 
-def ppo_iterations(iterations: int, threads: int, lora_rank: int = 0, dtype: str = "fp32") -> dict:
+def ppo_iterations(
+    iterations: int, threads: int, lora_rank: int = 0, dtype: str = "fp32", objective=None, separate_critic=False
+) -> dict:
+    """``ppo train text`` iterations on the benchmark's batch (8 x 32 tokens, 4 epochs, minibatch 8, lexicon reward)
+    with ``objective`` (default PPO-Clip): timings of all but the first, peak memory and trainable numbers."""
+    from agents.core.objectives import Clip
     from agents.runs.config import RunConfig
     from agents.text.config import TEXT_PPO_DEFAULTS, TextEnvConfig, TextTrainConfig
     from agents.text.train import train_text
@@ -81,7 +86,9 @@ def ppo_iterations(iterations: int, threads: int, lora_rank: int = 0, dtype: str
                 forward_batch=8,
                 lora_rank=lora_rank,
                 dtype=dtype,
+                separate_critic=separate_critic,
             ),
+            objective=objective or Clip(),
             ppo=TEXT_PPO_DEFAULTS.__class__(
                 **{**TEXT_PPO_DEFAULTS.__dict__, "total_steps": 8 * 32 * iterations, "epochs": 4, "minibatch_size": 8}
             ),
@@ -94,8 +101,9 @@ def ppo_iterations(iterations: int, threads: int, lora_rank: int = 0, dtype: str
                 checkpoint_every=10_000,
             ),
         )
-        train_text(config)
-        records = [json.loads(line) for line in (Path(runs) / "bench" / "metrics.jsonl").read_text().splitlines()]
+        run_dir = train_text(config)
+        records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        trainable = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=False)["trainable"]
     timed = records[1:]
     tokens = sum(r["global_step"] - p["global_step"] for p, r in zip(records, records[1:]))
     seconds = sum(r["rollout_seconds"] + r["update_seconds"] for r in timed)
@@ -107,6 +115,7 @@ def ppo_iterations(iterations: int, threads: int, lora_rank: int = 0, dtype: str
         "mean_response_length": sum(r["response_length"] for r in timed) / len(timed),
         "generated_tokens_per_second": tokens / seconds,
         "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2,
+        "trainable_millions": sum(t.numel() for t in trainable.values()) / 1e6,
     }
 
 
