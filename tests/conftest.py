@@ -18,7 +18,7 @@ from agents.core.objectives import Clip
 from agents.runs.config import RunConfig
 from agents.walkers.config import MujocoEnvConfig, TrainConfig
 
-TIMING_KEYS = {"sps", "rollout_seconds", "update_seconds"}
+TIMING_KEYS = {"sps", "rollout_seconds", "update_seconds", "eval_seconds"}
 
 
 @pytest.fixture(autouse=True)

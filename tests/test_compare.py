@@ -30,6 +30,7 @@ from agents.commands.report import (
     FIGURE_DPI,
     PANEL_FIGSIZE,
     TEXT_SMOOTHING,
+    TRAINING_SECONDS,
     MixedEnvironmentsError,
     ReportError,
     final_score,
@@ -37,11 +38,13 @@ from agents.commands.report import (
     load_run,
     mean_curve,
     random_policy_return,
+    run_series,
     trailing_mean,
+    training_seconds,
     write_report,
 )
 from agents.core.config import ConfigError, PPOConfig
-from agents.core.objectives import Clip, FixedKL, NoClip, Penalty, objective_label
+from agents.core.objectives import GRPO, Clip, FixedKL, NoClip, Penalty, objective_label
 from agents.runs.config import RunConfig, config_to_dict
 from agents.runs.machine import describe_machine, machine_line, record_machine
 from agents.runs.reader import objective_of
@@ -174,11 +177,16 @@ def test_text_cells_run_ppo_train_text_with_the_model_and_task(tmp_path):
         total_steps=1000,
         text_total_steps=64,
         model="tiny",
+        eval_every=3,
+        eval_prompts=20,
+        task_options=("operand_max=9", "operations=+"),
     )
     cell = expand_grid(config)[0]
     parsed = cell_config(cell, config, tmp_path / "runs" / "grid")
     assert isinstance(parsed, TextTrainConfig) and isinstance(parsed.text.task, ArithmeticTaskConfig)
     assert (parsed.text.model, parsed.ppo.total_steps, parsed.objective) == ("tiny", 64, Penalty(kl_target=0.01))
+    assert (parsed.text.eval_every, parsed.text.eval_prompts) == (3, 20)
+    assert (parsed.text.task.operand_max, parsed.text.task.operations) == (9, "+")
     assert parsed.ppo.epochs == TEXT_PPO_DEFAULTS.epochs  # MuJoCo-only options leave text's defaults alone
     command = plan_cell(cell, config, tmp_path / "runs" / "grid").command
     assert command[:5] == (sys.executable, "-m", "agents", "train", "text")
@@ -608,6 +616,10 @@ def cli_error(monkeypatch, *args: str) -> str:
         ),
         (["compare", "--jobs", "0"], "--jobs must be a positive integer"),
         (
+            ["compare", "--envs", "text:arithmetic", "--task-options", "operand_max"],
+            "--task-options takes NAME=VALUE (e.g. operand_max=9), got 'operand_max'",
+        ),
+        (
             ["compare", "--minibatch-size", "100", "--num-steps", "128"],
             "--minibatch-size 100 does not divide the batch of 128",
         ),
@@ -691,3 +703,38 @@ def test_ppo_compare_end_to_end_then_a_rerun_skips_everything(tmp_path):
     assert {r["objective"] for r in read_csv(report / "final_scores.csv")} == {"clip-0.2", "no-clip"}
     again = run_ppo(*args, "--no-report")
     assert again.returncode == 0 and "2 cells: 2 finished, 0 to resume, 0 to start" in again.stdout
+
+
+def evaluated_text_records(heldout: list[float], seconds: float) -> list[dict]:
+    """An evaluation before training (iteration 0), then 4 iterations of 100 tokens, ``seconds`` each (1/4 rollout,
+    3/4 update), evaluated after iterations 2 and 4: ``heldout`` holds the 3 evaluations."""
+    records = [{"iteration": 0, "global_step": 0, "eval_reward": heldout[0], "eval_seconds": 9.0}]
+    for i in range(1, 5):
+        record = {"iteration": i, "global_step": 100 * i, "reward": 0.1 * i, "ref_kl": 0.0, "response_length": 8.0}
+        record |= {"rollout_seconds": seconds / 4, "update_seconds": 3 * seconds / 4, "zero_variance_groups": 0.5}
+        if i % 2 == 0:
+            record |= {"eval_reward": heldout[i // 2], "eval_seconds": 9.0}
+        records.append(record)
+    return records
+
+
+def test_heldout_evaluations_give_curves_against_tokens_and_seconds_and_a_start_end_table(tmp_path):
+    for seed, heldout, seconds in ((1, [0.1, 0.3, 0.5], 2.0), (2, [0.3, 0.5, 0.9], 4.0)):
+        write_run(tmp_path / f"s{seed}", text_config(GRPO(), seed), evaluated_text_records(heldout, seconds))
+    runs = [load_run(tmp_path / name) for name in ("s1", "s2")]
+    by_tokens = mean_curve(runs, "eval_reward", points=3)
+    assert by_tokens.x.tolist() == [0, 200, 400] and by_tokens.mean.tolist() == pytest.approx([0.2, 0.4, 0.7])
+    assert training_seconds(runs[1]) == [0.0, 4.0, 8.0, 12.0, 16.0]  # evaluation time is not training time
+    x, y = run_series(runs[1], "eval_reward", against=TRAINING_SECONDS)
+    assert x.tolist() == [0.0, 8.0, 16.0] and y.tolist() == [0.3, 0.5, 0.9]
+
+    out = tmp_path / "report"
+    write_report([tmp_path / "s1", tmp_path / "s2"], out)
+    markdown = (out / "report.md").read_text()
+    # start 0.2 ± 0.1, end 0.7 ± 0.2; 400 tokens; (4 x 2 + 4 x 4) / 8 iterations = 3 s each; (8 + 16) / 2 = 12 s
+    assert "| text:sentiment | grpo-8 | 2 | 0.200 ± 0.100 | 0.700 ± 0.200 | 0.500, 0.900 | 400 | 3.0 | 12.000 |" in (
+        markdown
+    )
+    panel_h, panel_w = round(PANEL_FIGSIZE[1] * FIGURE_DPI), round(PANEL_FIGSIZE[0] * FIGURE_DPI)
+    # frontier, length, held-out vs tokens, held-out vs seconds, equal-reward groups: 5 panels, 3 per row
+    assert png_shape(out / "text_text-sentiment.png")[:2] == (2 * panel_h, 3 * panel_w)

@@ -16,12 +16,21 @@ import torch.multiprocessing as mp
 from agents.core.advantages import whiten
 from agents.core.batch import Minibatch
 from agents.core.config import PPOConfig
-from agents.core.distributed import all_reduce_mean_, all_reduce_sum, gather_objects, rank, world_size
+from agents.core.distributed import (
+    all_reduce_mean_,
+    all_reduce_sum,
+    full_from_shards,
+    gather_objects,
+    local_shard,
+    rank,
+    world_size,
+)
 from agents.core.objectives import Clip, Penalty
 from agents.core.optimizer import AdamState
 from agents.core.update import UpdateSchedule, make_minibatch_step, ppo_update
 from agents.text.actor_critic import LMActorCritic, ReferencePolicy
 from agents.text.rollout import TextBatchSettings, collect_text
+from agents.text.sharding import shard_policy
 from agents.walkers.gaussian import GaussianActorCritic
 from envs.text.models import build_tiny_model
 from tests.test_ppo import make_batch
@@ -57,10 +66,17 @@ def tiny_lm_setup() -> tuple[torch.nn.Module, Minibatch, PPOConfig]:
 SETUPS = {"gaussian": gaussian_setup, "tiny-lm": tiny_lm_setup}
 
 
-def update_parameters(setup: str, objective, part: slice | None, init_file: str | None = None, compile: bool = False):
+def update_parameters(
+    setup: str,
+    objective,
+    part: slice | None,
+    init_file: str | None = None,
+    compile: bool = False,
+    fsdp: bool = False,
+):
     """One ``ppo_update`` of the setup's policy on ``batch[part]`` (all of it for None): its parameters and the KL.
     With ``init_file`` this process first joins a gloo group of ``WORLD`` processes, after building the data as
-    one process would."""
+    one process would; with ``fsdp`` it then shards the policy (FSDP2) and returns the gathered parameters."""
     policy, batch, cfg = SETUPS[setup]()
     if part is not None:
         batch = batch.select(part)  # the minibatch size stays the global one: each process takes its share
@@ -68,21 +84,27 @@ def update_parameters(setup: str, objective, part: slice | None, init_file: str 
         dist.init_process_group(
             "gloo", init_method=f"file://{init_file}", rank=part.start // batch.size, world_size=WORLD
         )
+    if fsdp:
+        shard_policy(policy, torch.device("cpu"))
     params = {name: p.detach() for name, p in policy.named_parameters() if p.requires_grad}
-    step = make_minibatch_step(policy, objective, cfg, compile=compile)
+    adam = AdamState({name: local_shard(p) for name, p in params.items()})
+    step = make_minibatch_step(policy, objective, cfg, compile=compile, sharded=fsdp)
     result = ppo_update(
-        policy, params, AdamState(params), step, batch, cfg, UpdateSchedule(cfg.learning_rate, 1.0),
+        policy, params, adam, step, batch, cfg, UpdateSchedule(cfg.learning_rate, 1.0),
         torch.Generator().manual_seed(0), evaluation_chunk=3,
     )  # fmt: skip
-    return {name: p.clone() for name, p in params.items()}, result.kl_after_update
+    whole = {name: full_from_shards(local_shard(p), p).clone() for name, p in params.items()}
+    return whole, result.kl_after_update
 
 
-def rank_worker(process: int, init_file: str, setup: str, objective, out: str, size: int, compile: bool) -> None:
+def rank_worker(
+    process: int, init_file: str, setup: str, objective, out: str, size: int, compile: bool, fsdp: bool = False
+) -> None:
     torch.set_num_threads(1)
     half = size // WORLD
     try:
         part = slice(process * half, (process + 1) * half)
-        params, kl = update_parameters(setup, objective, part, init_file, compile)
+        params, kl = update_parameters(setup, objective, part, init_file, compile, fsdp)
         if rank() == 0:
             torch.save({"params": params, "kl": kl, "world": world_size()}, out)
     finally:
@@ -153,3 +175,21 @@ def test_two_processes_with_half_the_batch_each_equal_one_process_on_all_of_it(t
     for name, tensor in expected.items():
         torch.testing.assert_close(result["params"][name], tensor, rtol=1e-5, atol=1e-6, msg=name)
     assert result["kl"] == pytest.approx(expected_kl, rel=1e-4)
+
+
+@pytest.mark.parametrize("objective", [Clip(), Penalty()], ids=["clip", "penalty"])
+def test_fsdp2_on_two_processes_equals_plain_data_parallelism_on_two_processes(tmp_path, objective):
+    size = tiny_lm_setup()[1].size
+    results = {}
+    for fsdp in (False, True):
+        out = tmp_path / f"fsdp-{fsdp}.pt"
+        arguments = (str(tmp_path / f"init-{fsdp}"), "tiny-lm", objective, str(out), size, False, fsdp)
+        mp.spawn(rank_worker, args=arguments, nprocs=WORLD, join=True)
+        results[fsdp] = torch.load(out)
+    plain, sharded = results[False], results[True]
+    initial = {name: p.detach() for name, p in tiny_lm_setup()[0].named_parameters() if p.requires_grad}
+    assert set(sharded["params"]) == set(plain["params"]) == set(initial)
+    assert any(not torch.equal(initial[name], sharded["params"][name]) for name in initial)  # it trained
+    for name, tensor in plain["params"].items():
+        torch.testing.assert_close(sharded["params"][name], tensor, rtol=1e-5, atol=1e-6, msg=name)
+    assert sharded["kl"] == pytest.approx(plain["kl"], rel=1e-4)

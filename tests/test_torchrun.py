@@ -8,6 +8,9 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+import torch
+
 from tests.conftest import run_ppo, without_timing
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
@@ -127,3 +130,37 @@ def test_two_process_group_runs_take_equal_shares_and_finish_in_both_worlds(tmp_
     )  # fmt: skip
     assert text.returncode == 0, text.stderr[-8000:]
     assert all(r["sampling_rounds"] >= 1 for r in metrics(tmp_path / "text"))
+
+
+def test_an_fsdp2_text_run_matches_plain_data_parallelism_and_resumes_from_its_whole_state(tmp_path):
+    common = [
+        "train", "text", "--model", "tiny", "--prompts-per-iteration", "4", "--max-new-tokens", "8",
+        "--minibatch-size", "2", "--no-anneal-lr", "--no-progress", "--runs-dir", str(tmp_path),
+        "--checkpoint-every", "1", "--eval-every", "2", "--eval-prompts", "5",
+    ]  # fmt: skip
+    for name, extra in (("dp", []), ("fsdp", ["--fsdp"]), ("split", ["--fsdp"])):
+        budget = "64" if name == "split" else "128"
+        result = torchrun(*common, *extra, "--total-steps", budget, "--run-name", name, "arithmetic")
+        assert result.returncode == 0, result.stderr[-8000:]
+    # the split run stopped halfway; given the whole budget, it resumes from the gathered (whole) checkpoint
+    config = json.loads((tmp_path / "split" / "config.json").read_text())
+    config["ppo"]["total_steps"] = 128
+    (tmp_path / "split" / "config.json").write_text(json.dumps(config))
+    resumed = torchrun("train", "text", "--resume", str(tmp_path / "split"), "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr[-8000:]
+    fsdp, dp = metrics(tmp_path / "fsdp"), metrics(tmp_path / "dp")
+    assert without_timing(metrics(tmp_path / "split")) == without_timing(fsdp)
+    assert len(fsdp) >= 3 and [r.get("reward") for r in fsdp] == [r.get("reward") for r in dp]
+    for sharded, plain in zip(fsdp[1:], dp[1:]):
+        assert sharded["policy_loss"] == pytest.approx(plain["policy_loss"], rel=1e-4, abs=1e-6)
+    # the exported policy is an ordinary model folder with the weights data parallelism reaches
+    from transformers import AutoModelForCausalLM
+
+    exported = json.loads((tmp_path / "fsdp" / "policy" / "config.json").read_text())["architectures"]
+    assert exported == ["GPT2LMHeadModel"]
+    sharded_lm = AutoModelForCausalLM.from_pretrained(tmp_path / "fsdp" / "policy")
+    plain_lm = AutoModelForCausalLM.from_pretrained(tmp_path / "dp" / "policy")
+    for (name, tensor), (_, expected) in zip(sharded_lm.state_dict().items(), plain_lm.state_dict().items()):
+        torch.testing.assert_close(tensor, expected, rtol=1e-4, atol=1e-5, msg=name)
+    value_heads = [torch.load(tmp_path / run / "policy" / "value_head.pt") for run in ("fsdp", "dp")]
+    torch.testing.assert_close(value_heads[0], value_heads[1], rtol=1e-4, atol=1e-5)

@@ -11,8 +11,10 @@ from agents.core.objectives import Clip, Penalty
 from agents.runs.checkpoint import load_checkpoint
 from agents.runs.config import RunConfig
 from agents.text.config import TEXT_PPO_DEFAULTS, TextEnvConfig, TextTrainConfig
+from agents.text.evaluate import evaluate_text_run, heldout_completions
 from agents.text.train import train_text
-from envs.text.tasks import ArithmeticTaskConfig, CustomTaskConfig, RewardError
+from envs.text.models import build_tiny_model
+from envs.text.tasks import ArithmeticTask, ArithmeticTaskConfig, CustomTaskConfig, RewardError
 from tests.conftest import run_ppo, without_timing
 
 REWARD_MODULE = """
@@ -358,3 +360,37 @@ def test_bf16_autocast_trains_on_the_cpu(tmp_path, custom_task):
         assert record["approx_kl_k3"] < 0.1
     # the same seed and prompts, but bf16 rounding makes other completions and numbers: autocast really ran
     assert [r["policy_loss"] for r in bf16] != [r["policy_loss"] for r in fp32]
+
+
+def test_heldout_evaluation_is_logged_without_changing_training_and_matches_ppo_eval(tmp_path):
+    arithmetic = ArithmeticTaskConfig(operand_max=9, operations="+", eval_prompts=12)
+    plain = train_text(tiny_text_config(tmp_path, "plain", arithmetic, total_steps=8 * 8 * 3))
+    evaluated = train_text(
+        tiny_text_config(tmp_path, "evaluated", arithmetic, total_steps=8 * 8 * 3, eval_every=2, eval_prompts=10)
+    )
+    records = metrics(evaluated)
+    assert [r["iteration"] for r in records if "eval_reward" in r] == [0, 2, 3]  # start, every 2nd, the last
+    assert set(records[0]) == {
+        "iteration", "global_step", "eval_reward", "eval_accuracy", "eval_answered", "eval_response_length",
+        "eval_seconds",
+    }  # fmt: skip
+    training = [{k: v for k, v in r.items() if not k.startswith("eval_")} for r in records[1:]]
+    assert without_timing(training) == without_timing(metrics(plain)), "evaluation draws no training randomness"
+    # the first and the last evaluation are what `ppo eval` reports for the starting and the final policy
+    for record, base in ((records[0], True), (records[-1], False)):
+        evaluation = evaluate_text_run(evaluated, prompts=10, seed=1, base=base)  # the run's seed
+        assert record["eval_reward"] == pytest.approx(sum(evaluation.scores) / 10)
+        assert record["eval_answered"] == pytest.approx(evaluation.metrics["answered"])
+    assert 0 < records[0]["eval_answered"] < 1 or records[-1]["eval_answered"] != records[0]["eval_answered"]
+
+
+def test_heldout_completions_do_not_depend_on_how_the_prompts_are_split():
+    model, tokenizer = build_tiny_model()
+    prompts = ArithmeticTask(ArithmeticTaskConfig(operand_max=9, eval_prompts=12)).prompts("eval")
+    text = TextEnvConfig(model="tiny", max_new_tokens=8, max_prompt_tokens=16, forward_batch=4)
+    whole = heldout_completions(model, tokenizer, prompts, text, seed=3)
+    halves = [heldout_completions(model, tokenizer, prompts, text, seed=3, rows=slice(r, None, 2)) for r in (0, 1)]
+    assert whole.completions[0::2] == halves[0].completions and whole.completions[1::2] == halves[1].completions
+    assert whole.lengths[1::2] == halves[1].lengths and all(1 <= n <= 8 for n in whole.lengths)
+    other_seed = heldout_completions(model, tokenizer, prompts, text, seed=4)
+    assert other_seed.completions != whole.completions

@@ -193,6 +193,12 @@ class CompareConfig:
     """Text cells: prompts per iteration; None = ppo train text's default (16)."""
     max_new_tokens: int | None = None
     """Text cells: token limit of a completion; None = ppo train text's default (24)."""
+    eval_every: int | None = None
+    """Text cells: held-out evaluation every N iterations (eval_* metrics, plotted); None = ppo train text's (never)."""
+    eval_prompts: int | None = None
+    """Text cells: held-out prompts per evaluation; None = ppo train text's default (64)."""
+    task_options: tuple[str, ...] = ()
+    """Text cells: the task's options as NAME=VALUE (operand_max=9 operations=+), given to it as --NAME VALUE."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Device of every cell (auto = cuda when available)."""
     torch_threads: int | None = None
@@ -264,6 +270,17 @@ def optional_flags(values: dict[str, int | None]) -> list[str]:
     return [item for flag, value in values.items() if value is not None for item in (flag, str(value))]
 
 
+def task_flags(options: Sequence[str]) -> list[str]:
+    """``["--operand-max", "9"]`` for ``["operand_max=9"]``; a ``GridError`` for an option without ``=``."""
+    flags = []
+    for option in options:
+        name, equals, value = option.partition("=")
+        if not equals or not name:
+            raise GridError(f"--task-options takes NAME=VALUE (e.g. operand_max=9), got {option!r}")
+        flags += [f"--{name.replace('_', '-')}", value]
+    return flags
+
+
 def train_args(cell: Cell, config: CompareConfig, grid_dir: Path) -> list[str]:
     """The arguments after ``ppo train`` (MuJoCo) or ``ppo train text`` (text) that start ``cell`` from scratch."""
     shared = [
@@ -285,6 +302,8 @@ def train_args(cell: Cell, config: CompareConfig, grid_dir: Path) -> list[str]:
             "--torch-threads": cell_threads(config),
             "--prompts-per-iteration": config.prompts_per_iteration,
             "--max-new-tokens": config.max_new_tokens,
+            "--eval-every": config.eval_every,
+            "--eval-prompts": config.eval_prompts,
         }
         return [
             "--model",
@@ -292,6 +311,7 @@ def train_args(cell: Cell, config: CompareConfig, grid_dir: Path) -> list[str]:
             *shared,
             *optional_flags(options),
             cell.env[len(TEXT_PREFIX) :],
+            *task_flags(config.task_options),
             *cell.preset.objective_args,
         ]
     options = {

@@ -123,12 +123,25 @@ def group_runs(runs: Sequence[Run]) -> dict[tuple[str, str], list[Run]]:
 # Numbers
 
 
-def run_series(run: Run, key: str) -> tuple[np.ndarray, np.ndarray]:
-    """(global_step, value) of the iterations where ``key`` is a finite number."""
+TRAINING_SECONDS = "training_seconds"
+"""The x axis of wall-clock curves: seconds spent collecting and updating, summed over iterations (a text run's
+held-out evaluations excluded)."""
+
+
+def training_seconds(run: Run) -> list[float]:
+    """Each record's ``TRAINING_SECONDS``: the running sum of ``rollout_seconds + update_seconds``."""
+    total, seconds = 0.0, []
+    for r in run.records:
+        total += r.get("rollout_seconds", 0.0) + r.get("update_seconds", 0.0)
+        seconds.append(total)
+    return seconds
+
+
+def run_series(run: Run, key: str, against: str = "global_step") -> tuple[np.ndarray, np.ndarray]:
+    """(x, value) of the records where ``key`` is a finite number; x is ``global_step`` or ``TRAINING_SECONDS``."""
+    xs = training_seconds(run) if against == TRAINING_SECONDS else [r["global_step"] for r in run.records]
     points = [
-        (r["global_step"], r[key])
-        for r in run.records
-        if isinstance(r.get(key), (int, float)) and math.isfinite(r[key])
+        (x, r[key]) for x, r in zip(xs, run.records) if isinstance(r.get(key), (int, float)) and math.isfinite(r[key])
     ]
     return np.array([x for x, _ in points], dtype=float), np.array([y for _, y in points], dtype=float)
 
@@ -150,17 +163,22 @@ def check_one_environment(runs: Sequence[Run]) -> None:
         )
 
 
-def mean_curve(runs: Sequence[Run], key: str, points: int = CURVE_POINTS, smoothing: int = 1) -> Curve | None:
-    """Mean and std over seeds of ``key`` against ``global_step``: each run (first smoothed by a trailing mean
-    over ``smoothing`` logged iterations, see ``trailing_mean``) is linearly interpolated onto
-    ``points`` evenly spaced steps from the earliest to the latest logged step, and each step averages the
-    runs whose logged range covers it (where an unfinished seed stopped, the curve goes on with the others).
-    A finished run covers the curve to its end with its last value, so finished runs that stop a few steps
+def mean_curve(
+    runs: Sequence[Run], key: str, points: int = CURVE_POINTS, smoothing: int = 1, against: str = "global_step"
+) -> Curve | None:
+    """Mean and std over seeds of ``key`` against ``global_step`` (or ``against``, see ``run_series``): each run
+    (first smoothed by a trailing mean over ``smoothing`` logged iterations, see ``trailing_mean``) is linearly
+    interpolated onto ``points`` evenly spaced steps from the earliest to the latest logged step, and each step
+    averages the runs whose logged range covers it (where an unfinished seed stopped, the curve goes on with the
+    others). A finished run covers the curve to its end with its last value, so finished runs that stop a few steps
     apart (text runs end on whole batches of completions) do not make the mean jump at the end.
     None if no run logged ``key``."""
     check_one_environment(runs)
     series = [
-        (x, trailing_mean(y, smoothing), run.finished) for run in runs for x, y in [run_series(run, key)] if len(x)
+        (x, trailing_mean(y, smoothing), run.finished)
+        for run in runs
+        for x, y in [run_series(run, key, against)]
+        if len(x)
     ]
     if not series:
         return None
@@ -407,43 +425,67 @@ def has_gold_and_learned(runs: Sequence[Run]) -> bool:
     return any("task_gold_lexicon" in r and "task_learned_reward" in r for run in runs for r in run.records)
 
 
+def logs_any(runs: Sequence[Run], key: str) -> bool:
+    """Whether any record of ``runs`` holds ``key``."""
+    return any(key in r for run in runs for r in run.records)
+
+
 def text_figure(env: str, env_groups: Mapping[str, Sequence[Run]], colors: Mapping[str, tuple], out: Path) -> str:
     """``text_<env>.png``: reward against reference KL (each objective's seed-mean path, the run's start to
-    its end), response length over time, and gold-vs-learned reward over time when the task logs both."""
-    gold = has_gold_and_learned([run for runs in env_groups.values() for run in runs])
-    figure, axes = new_figure(3 if gold else 2)
-    frontier, length = axes[0], axes[1]
-    for objective, runs in env_groups.items():
+    its end) and response length over time; when logged, gold-vs-learned reward over time, the held-out task
+    reward (``--eval-every``) against generated tokens and against training seconds, and the share of
+    zero-variance groups (group objectives)."""
+    runs = [run for group in env_groups.values() for run in group]
+    gold, heldout, groups = (
+        has_gold_and_learned(runs),
+        logs_any(runs, "eval_reward"),
+        logs_any(runs, "zero_variance_groups"),
+    )
+    panels = 2 + gold + 2 * heldout + groups
+    figure, axes = new_figure(panels, columns=3 if panels > 3 else None)
+    frontier, length, *extra = axes
+    gold_panel = extra.pop(0) if gold else None
+    tokens_panel, seconds_panel = (extra.pop(0), extra.pop(0)) if heldout else (None, None)
+    groups_panel = extra.pop(0) if groups else None
+    for objective, group in env_groups.items():
         color = colors[objective]
         reward, ref_kl = (
-            mean_curve(runs, "reward", smoothing=TEXT_SMOOTHING),
-            mean_curve(runs, "ref_kl", smoothing=TEXT_SMOOTHING),
+            mean_curve(group, "reward", smoothing=TEXT_SMOOTHING),
+            mean_curve(group, "ref_kl", smoothing=TEXT_SMOOTHING),
         )
         if reward is not None and ref_kl is not None and np.array_equal(reward.x, ref_kl.x):
             frontier.plot(ref_kl.mean, reward.mean, "-", color=color, label=objective, alpha=0.8)
             frontier.plot(ref_kl.mean[-1:], reward.mean[-1:], "o", color=color)
-        plot_curve(length, mean_curve(runs, "response_length", smoothing=TEXT_SMOOTHING), objective, color)
-        if gold:
-            plot_curve(
-                axes[2],
-                mean_curve(runs, "task_learned_reward", smoothing=TEXT_SMOOTHING),
-                f"{objective} learned",
-                color,
-            )
-            plot_curve(
-                axes[2],
-                mean_curve(runs, "task_gold_lexicon", smoothing=TEXT_SMOOTHING),
-                f"{objective} gold",
-                color,
-                linestyle="--",
-            )
-    figure.suptitle(f"trailing means over the last {TEXT_SMOOTHING} iterations", fontsize="small")
+        plot_curve(length, mean_curve(group, "response_length", smoothing=TEXT_SMOOTHING), objective, color)
+        if gold_panel is not None:
+            learned = mean_curve(group, "task_learned_reward", smoothing=TEXT_SMOOTHING)
+            plot_curve(gold_panel, learned, f"{objective} learned", color)
+            lexicon = mean_curve(group, "task_gold_lexicon", smoothing=TEXT_SMOOTHING)
+            plot_curve(gold_panel, lexicon, f"{objective} gold", color, linestyle="--")
+        if heldout:
+            plot_curve(tokens_panel, mean_curve(group, "eval_reward"), objective, color)
+            plot_curve(seconds_panel, mean_curve(group, "eval_reward", against=TRAINING_SECONDS), objective, color)
+        if groups_panel is not None:
+            zero = mean_curve(group, "zero_variance_groups", smoothing=TEXT_SMOOTHING)
+            plot_curve(groups_panel, zero, objective, color)
+    figure.suptitle(
+        f"trailing means over the last {TEXT_SMOOTHING} iterations; held-out reward unsmoothed", fontsize="small"
+    )
     frontier.set(
         title=f"{env}: reward vs reference KL (dot = end)", xlabel="ref_kl (nats per completion)", ylabel="reward"
     )
     length.set(title=f"{env}: response length", xlabel="generated tokens", ylabel="response_length (tokens)")
-    if gold:
-        axes[2].set(title=f"{env}: learned (solid) vs gold (dashed)", xlabel="generated tokens", ylabel="task score")
+    if gold_panel is not None:
+        gold_panel.set(title=f"{env}: learned (solid) vs gold (dashed)", xlabel="generated tokens", ylabel="task score")
+    if heldout:
+        tokens_panel.set(title=f"{env}: held-out reward", xlabel="generated tokens", ylabel="eval_reward")
+        seconds_panel.set(
+            title=f"{env}: held-out reward vs wall clock", xlabel="training seconds", ylabel="eval_reward"
+        )
+    if groups_panel is not None:
+        groups_panel.set(
+            title=f"{env}: groups with equal rewards", xlabel="generated tokens", ylabel="zero_variance_groups"
+        )
     for panel in axes:
         panel.grid(alpha=0.3)
         panel.legend(fontsize="small")
@@ -557,6 +599,45 @@ def final_scores_table(
     return header, rows
 
 
+def heldout_table(groups: Mapping[tuple[str, str], Sequence[Run]]) -> tuple[list[str], list[list[str]]]:
+    """Text groups that logged ``--eval-every``: held-out reward of the first and the last evaluation (mean ± std
+    over seeds), generated tokens, and training seconds per iteration and in all (evaluations excluded)."""
+    header = [
+        "env",
+        "objective",
+        "seeds",
+        "held-out reward: start",
+        "held-out reward: end",
+        "per seed (end)",
+        "generated tokens",
+        "seconds per iteration",
+        "training seconds",
+    ]
+    rows = []
+    for (env, objective), runs in groups.items():
+        series = [run_series(run, "eval_reward")[1] for run in runs]
+        if not any(len(values) for values in series):
+            continue
+        start = np.array([values[0] for values in series if len(values)])
+        end = np.array([values[-1] for values in series if len(values)])
+        seconds = [training_seconds(run)[-1] for run in runs]
+        iterations = [sum(1 for r in run.records if "rollout_seconds" in r) for run in runs]
+        rows.append(
+            [
+                env,
+                objective,
+                str(len(runs)),
+                f"{format_number(start.mean())} ± {format_number(start.std(), like=start.mean())}",
+                f"{format_number(end.mean())} ± {format_number(end.std(), like=end.mean())}",
+                ", ".join(format_number(v, like=end.mean()) for v in end),
+                f"{np.mean([run.records[-1]['global_step'] for run in runs]):,.0f}",
+                f"{sum(seconds) / max(sum(iterations), 1):.1f}",
+                format_number(float(np.mean(seconds))),
+            ]
+        )
+    return header, rows
+
+
 def normalized_table(
     normalized: Mapping[tuple[str, str], float], objectives: Sequence[str]
 ) -> tuple[list[str], list[list[str]]]:
@@ -644,6 +725,13 @@ NORMALIZED_SCORE_NOTE = (
 )
 
 
+HELDOUT_NOTE = (
+    "eval_reward: the task's reward of one completion for each of the task's first --eval-prompts held-out prompts, "
+    "with the same sampling noise at every evaluation (ppo train text --eval-every); start = before the first update, "
+    "end = after the last. Training seconds sum rollout_seconds and update_seconds (evaluations excluded)."
+)
+
+
 @dataclass(frozen=True)
 class ReportContent:
     """Everything a report shows, computed once and rendered as markdown and HTML."""
@@ -662,6 +750,8 @@ class ReportContent:
     """Section title -> PNG file names in the report folder."""
     samples: dict[str, SampleComparison]
     """Text env -> its sample completions side by side."""
+    heldout: tuple[list[str], list[list[str]]]
+    """``heldout_table``: its header and rows (no rows when no text run evaluated held-out prompts)."""
 
 
 def machines_note(runs: Sequence[Run]) -> str:
@@ -703,6 +793,8 @@ def report_markdown(content: ReportContent) -> str:
         markdown_table(*final_scores_table(content.scores, content.normalized)),
         "",
     ]
+    if content.heldout[1]:
+        parts += ["## Held-out evaluation (text)", "", HELDOUT_NOTE, "", markdown_table(*content.heldout), ""]
     if content.normalized:
         header, rows = normalized_table(content.normalized, content.objectives)
         randoms = ", ".join(f"{env} {format_number(value)}" for env, value in sorted(content.random_returns.items()))
@@ -749,6 +841,12 @@ def report_html(content: ReportContent) -> str:
         "<h2>Final scores</h2>",
         html_table(*final_scores_table(content.scores, content.normalized)),
     ]
+    if content.heldout[1]:
+        parts += [
+            "<h2>Held-out evaluation (text)</h2>",
+            f"<p>{html.escape(HELDOUT_NOTE)}</p>",
+            html_table(*content.heldout),
+        ]
     if content.normalized:
         randoms = ", ".join(f"{env} {format_number(value)}" for env, value in sorted(content.random_returns.items()))
         parts += [
@@ -838,12 +936,21 @@ def write_report(
     }
     text_envs = {env: env_groups for env, env_groups in by_env.items() if env not in mujoco_envs}
     if text_envs:
-        figures["Text: reward vs reference KL, response length, gold vs learned reward"] = [
+        figures["Text: reward vs reference KL, response length, gold vs learned, held-out reward, equal groups"] = [
             text_figure(env, g, colors, out) for env, g in text_envs.items()
         ]
     samples = {env: comparison for env, g in text_envs.items() if (comparison := compare_samples(g)) is not None}
 
-    content = ReportContent(tuple(runs), tuple(scores), normalized, dict(random_returns), objectives, figures, samples)
+    content = ReportContent(
+        tuple(runs),
+        tuple(scores),
+        normalized,
+        dict(random_returns),
+        objectives,
+        figures,
+        samples,
+        heldout_table({key: members for key, members in groups.items() if members[0].kind == "text"}),
+    )
     write_final_scores_csv(out / "final_scores.csv", scores, normalized, random_returns)
     if normalized:
         write_normalized_csv(out / "normalized_scores.csv", normalized, objectives)

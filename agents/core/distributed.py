@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+from torch.distributed.tensor import DTensor, distribute_tensor
 
 from agents.core.moments import combine_moments
 
@@ -72,3 +73,26 @@ def merge_moments(mean: torch.Tensor, var: torch.Tensor, count: float) -> tuple[
     for part in parts[1:]:
         merged_mean, merged_var, merged_count = combine_moments(merged_mean, merged_var, merged_count, *part)
     return merged_mean.to(mean.device), merged_var.to(var.device), merged_count
+
+
+def local_shard(tensor: torch.Tensor) -> torch.Tensor:
+    """This process's part of a tensor sharded by FSDP2 (a ``DTensor``; the local tensor shares its storage, so
+    in-place updates reach the parameter); a plain tensor is its own."""
+    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
+
+
+def full_from_shards(shard: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """The whole tensor whose shards, laid out as ``like``'s (a sharded parameter), the processes hold as
+    ``shard`` (an all-gather every process must join); ``shard`` itself when ``like`` is not sharded."""
+    if not isinstance(like, DTensor):
+        return shard
+    sharded = DTensor.from_local(shard, like.device_mesh, like.placements, shape=like.shape, stride=like.stride())
+    return sharded.full_tensor()
+
+
+def shard_of(full: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """This process's shard of ``full``, laid out as ``like``'s (every process passes the same ``full``);
+    ``full`` itself when ``like`` is not sharded."""
+    if not isinstance(like, DTensor):
+        return full
+    return distribute_tensor(full.to(like.device), like.device_mesh, like.placements).to_local()

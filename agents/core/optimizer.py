@@ -8,6 +8,8 @@ from __future__ import annotations
 import torch
 from torch.optim.adam import adam as torch_adam
 
+from agents.core.distributed import all_reduce_sum
+
 ADAM_BETAS = (0.9, 0.999)  # torch.optim.Adam / Kingma & Ba defaults, as in the paper's implementation
 GRAD_NORM_EPS = 1e-6  # same epsilon as torch.nn.utils.clip_grad_norm_
 
@@ -81,11 +83,14 @@ def fused_adam_step(
 
 
 def clip_by_global_norm(
-    grads: dict[str, torch.Tensor], max_norm: float
+    grads: dict[str, torch.Tensor], max_norm: float, sharded: bool = False
 ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """Scale every gradient in place by ``min(1, max_norm / (||g||_2 + 1e-6))`` over all of them together (as
     ``clip_grad_norm_``); returns the same dict and the norm before clipping. In place: an LM's gradients are
-    hundreds of MB, and a scaled copy would double them at the step's memory peak."""
+    hundreds of MB, and a scaled copy would double them at the step's memory peak. ``sharded``: each process
+    holds a shard of every gradient (FSDP2), so ``||g||^2`` is the sum over processes of each one's own."""
     total_norm = torch.nn.utils.get_total_norm(list(grads.values()))
+    if sharded:
+        total_norm = all_reduce_sum(total_norm.square()).sqrt()
     torch._foreach_mul_(list(grads.values()), torch.clamp(max_norm / (total_norm + GRAD_NORM_EPS), max=1.0))
     return grads, total_norm

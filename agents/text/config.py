@@ -62,10 +62,16 @@ class TextEnvConfig:
     """Train LoRA adapters of this rank (peft), not all weights; the reference is the base model. 0 = full."""
     lora_alpha: float = 16.0
     """LoRA scaling numerator (effective scale alpha / rank)."""
+    fsdp: bool = False
+    """Shard the LM's weights, gradients and Adam moments over the processes (FSDP2 fully_shard): bigger models."""
     dtype: Literal["fp32", "bf16"] = "fp32"
     """bf16 autocast for the LM (weights stay fp32); on a CPU it pays only with native bf16 (AVX-512-BF16, AMX)."""
     samples_to_log: int = 4
     """Completions written to samples.jsonl and TensorBoard's text tab each iteration."""
+    eval_every: int = 0
+    """Score held-out prompts before training, every N iterations and at the end (eval_* metrics); 0 = never."""
+    eval_prompts: int = 64
+    """Held-out prompts per evaluation: the task's first N eval prompts, one completion each, fixed noise."""
 
 
 TEXT_PPO_DEFAULTS = PPOConfig(
@@ -128,6 +134,7 @@ def validate_text_config(config: TextTrainConfig) -> None:
             "--max-prompt-tokens": text.max_prompt_tokens,
             "--forward-batch": text.forward_batch,
             "--ref-kl-horizon": text.ref_kl_horizon,
+            "--eval-prompts": text.eval_prompts,
         }
     )
     check_batch(text.prompts_per_iteration, "--prompts-per-iteration", ppo)
@@ -141,6 +148,13 @@ def validate_text_config(config: TextTrainConfig) -> None:
         raise ConfigError(
             "--ent-coef must be 0 for text runs: the language model's entropy is logged but carries no gradient"
         )
+    if text.fsdp and (text.lora_rank or text.separate_critic or config.run.compile):
+        raise ConfigError(
+            "--fsdp shards full fine-tuning with the value head (or no critic), eagerly: "
+            "drop --lora-rank, --separate-critic and --compile"
+        )
+    if text.eval_every < 0:
+        raise ConfigError(f"--eval-every must be >= 0 (0 = no held-out evaluation), got {text.eval_every}")
     if text.lora_rank < 0 or text.critic_warmup < 0:
         raise ConfigError(
             f"--lora-rank and --critic-warmup must be >= 0, got {text.lora_rank} and {text.critic_warmup}"

@@ -17,7 +17,16 @@ import torch
 from tqdm import tqdm
 from transformers.utils.logging import disable_progress_bar
 
-from agents.core.distributed import all_reduce_sum, broadcast_, gather_objects, rank, world_size
+from agents.core.distributed import (
+    all_reduce_sum,
+    broadcast_,
+    full_from_shards,
+    gather_objects,
+    local_shard,
+    rank,
+    shard_of,
+    world_size,
+)
 from agents.core.kl import FixedPenalty, KLController, ProportionalKL
 from agents.core.objectives import uses_critic
 from agents.core.optimizer import AdamState
@@ -26,6 +35,7 @@ from agents.runs.checkpoint import CheckpointError, global_rng_state, restore_gl
 from agents.runs.session import checkpoint_due, open_run_folder, prepare_run, save_loop_state
 from agents.text.actor_critic import POLICY_DIR, LMActorCritic, ReferencePolicy, save_policy_directory
 from agents.text.config import TextTrainConfig, reference_kl_coef, reference_kl_placement, validate_text_config
+from agents.text.evaluate import heldout_metrics
 from agents.text.rollout import (
     TextBatchSettings,
     TextRollout,
@@ -34,6 +44,7 @@ from agents.text.rollout import (
     sample_completions,
     sample_informative_groups,
 )
+from agents.text.sharding import gathered_weights, shard_policy, unsharded_copy
 from envs.text.models import load_causal_lm
 from envs.text.tasks import checked_scores, task_from_config
 
@@ -122,6 +133,10 @@ def group_metrics(rollout: TextRollout, group_size: int) -> dict[str, float]:
     return metrics
 
 
+MOMENTS = ("exp_avg", "exp_avg_sq")
+"""The Adam state's per-parameter tensors, sharded like the parameters under --fsdp."""
+
+
 @dataclass
 class TextLoopState:
     """Everything that decides the rest of a text run: trainable weights, optimiser, controllers, RNGs, score scale."""
@@ -147,8 +162,12 @@ class TextLoopState:
 
     def state_dict(self) -> dict:
         return {
-            "trainable": dict(self.params),
-            "adam": self.adam.state_dict(),
+            "trainable": self.whole({name: local_shard(p) for name, p in self.params.items()}),
+            "adam": {
+                **self.adam.state_dict(),
+                "exp_avg": self.whole(self.adam.exp_avg),
+                "exp_avg_sq": self.whole(self.adam.exp_avg_sq),
+            },
             "penalty": self.penalty.state_dict(),
             "reference_kl": self.reference_kl.state_dict(),
             "sampling_rng": self.sampling_generator.get_state(),
@@ -161,6 +180,11 @@ class TextLoopState:
             "iteration": self.iteration,
         }
 
+    def whole(self, shards: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Whole tensors from this process's shards of trainable tensors (or of their Adam moments) under
+        ``--fsdp``, gathered from every process; the tensors themselves otherwise."""
+        return {name: full_from_shards(shard, self.params[name]) for name, shard in shards.items()}
+
     def load_state_dict(self, state: dict) -> None:
         """Inverse of ``state_dict``; a ``CheckpointError`` if the checkpoint's weights do not fit this model."""
         missing = set(self.params) - set(state.get("trainable", {}))
@@ -170,8 +194,10 @@ class TextLoopState:
             )
         with torch.no_grad():
             for name, tensor in self.params.items():
-                tensor.copy_(state["trainable"][name])
-        self.adam.load_state_dict(state["adam"])
+                local_shard(tensor).copy_(shard_of(state["trainable"][name], tensor))
+        adam = state["adam"]
+        shards = {key: {name: shard_of(t, self.params[name]) for name, t in adam[key].items()} for key in MOMENTS}
+        self.adam.load_state_dict({**adam, **shards})
         self.penalty.load_state_dict(state["penalty"])
         self.reference_kl.load_state_dict(state["reference_kl"])
         self.sampling_generator.set_state(state["sampling_rng"])
@@ -199,10 +225,13 @@ def train_text(config: TextTrainConfig) -> Path:
     train_prompts = task.prompts("train")
     params = {name: p.detach() for name, p in policy.named_parameters() if p.requires_grad}
     broadcast_(list(params.values()))  # identical initial weights on every process
+    if text.fsdp:
+        shard_policy(policy, device)  # each process keeps its shard of the weights it was given
+        params = {name: p.detach() for name, p in policy.named_parameters() if p.requires_grad}
     critic_params = {name: p for name, p in params.items() if name in policy.critic_parameter_names()}
     state = TextLoopState(
         params=params,
-        adam=AdamState(params),
+        adam=AdamState({name: local_shard(p) for name, p in params.items()}),
         penalty=config.objective.kl_controller(),
         reference_kl=make_reference_controller(config),
         sampling_generator=torch.Generator().manual_seed(process_seed),
@@ -213,7 +242,9 @@ def train_text(config: TextTrainConfig) -> Path:
     )
     run_dir, logger = open_run_folder(config, f"text-{text.task.name}", config.objective.name, state, checkpoint)
     loss_kl_coef = reference_kl_coef(config) if placement == "loss" else 0.0
-    minibatch_step = make_minibatch_step(policy, objective, ppo_cfg, run_cfg.compile, reference_kl_coef=loss_kl_coef)
+    minibatch_step = make_minibatch_step(
+        policy, objective, ppo_cfg, run_cfg.compile, reference_kl_coef=loss_kl_coef, sharded=text.fsdp
+    )
 
     def precision():
         """bf16 autocast on the run's device when asked (weights, value head and optimiser stay fp32); else fp32."""
@@ -260,7 +291,16 @@ def train_text(config: TextTrainConfig) -> Path:
         disable=not run_cfg.progress or rank() != 0,
         dynamic_ncols=True,
     )
+
+    def evaluate() -> dict[str, float]:
+        """Held-out scores of the policy as it is now (``--eval-every``), with the same noise every time."""
+        policy.eval()
+        with precision(), gathered_weights(policy):
+            return heldout_metrics(policy.lm, tokenizer, task, text, run_cfg.seed)
+
     try:
+        if text.eval_every and state.iteration == 0:
+            logger.log({"iteration": 0, "global_step": 0, **evaluate()})  # the starting policy, before any update
         while state.global_step < ppo_cfg.total_steps:
             state.iteration += 1
             iteration = state.iteration
@@ -271,7 +311,7 @@ def train_text(config: TextTrainConfig) -> Path:
 
             groups_wanted = prompts_per_process // group_size
             sampling_stats = {}
-            with precision():
+            with precision(), gathered_weights(policy):
                 if dynamic_sampling:
                     filled = sample_informative_groups(
                         sample_groups, groups_wanted, group_size, objective.max_sampling_rounds
@@ -339,6 +379,9 @@ def train_text(config: TextTrainConfig) -> Path:
                 "rollout_seconds": collected - started,
                 "update_seconds": finished - collected,
             }
+            last = state.global_step >= ppo_cfg.total_steps
+            if text.eval_every and (iteration % text.eval_every == 0 or last):
+                metrics.update(evaluate())
             logger.log(metrics)
             samples = zip(raw_prompts, rollout.completions, rollout.scores.tolist())
             rows = [{"prompt": p, "completion": c, "score": s} for p, c, s in samples][: text.samples_to_log]
@@ -347,10 +390,11 @@ def train_text(config: TextTrainConfig) -> Path:
             progress.update(min(tokens, ppo_cfg.total_steps - progress.n))
             progress.set_postfix(reward=f"{metrics['reward']:.2f}", kl=f"{mean_ref_kl:.2f}", refresh=False)
 
-            if checkpoint_due(iteration, run_cfg, last=state.global_step >= ppo_cfg.total_steps):
+            if checkpoint_due(iteration, run_cfg, last=last):
                 save_loop_state(config, run_dir, state)
+        exported = unsharded_copy(policy) if text.fsdp else policy
         if rank() == 0:
-            save_policy_directory(policy, tokenizer, run_dir / POLICY_DIR)
+            save_policy_directory(exported, tokenizer, run_dir / POLICY_DIR)
     finally:
         progress.close()
         logger.close()
