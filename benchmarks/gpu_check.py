@@ -1,4 +1,4 @@
-"""The GPU path in one run: CUDA tests, walker and text iteration times, peak memory, a 2-process smoke; one table.
+"""The GPU path in one run: CUDA tests, walker and text iteration times, peak memory, 2-process smokes; one table.
 
 Run by ``benchmarks/gpu_check.sh`` (which bounds it to 8 minutes). On a machine without CUDA it says so and
 exits 0. Each timing is the mean of the iterations after the first (which includes compilation and warm-up).
@@ -81,16 +81,22 @@ def main() -> int:
                 rows.append((f"SmolLM2-135M text, {dtype}", text_iteration(runs, dtype)))
             except Exception as error:  # noqa: BLE001 - the table reports any failure and goes on
                 rows.append((f"SmolLM2-135M text, {dtype}", f"failed: {type(error).__name__}: {error}"))
-        if torch.cuda.device_count() >= 2:
-            command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                       "-m", "agents", "train", "--device", "cuda", "--num-steps", "1024", "--total-steps", "8192",
-                       "--no-progress", "--runs-dir", str(runs), "--run-name", "two"]  # fmt: skip
-            status, last, seconds = run(command, timeout=120)
-            rows.append(
-                ("torchrun, 2 processes x 1 GPU", f"{'ok' if status == 0 else 'FAILED'}: {last} ({seconds:.0f} s)")
-            )
-        else:
-            rows.append(("torchrun, 2 processes x 1 GPU", "skipped: one GPU"))
+        torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m"]
+        smokes = {
+            "torchrun, 2 processes x 1 GPU": ["agents", "train", "--device", "cuda", "--num-steps", "1024",
+                                              "--total-steps", "8192", "--no-progress", "--runs-dir", str(runs),
+                                              "--run-name", "two"],
+            "torchrun text --fsdp, 2 processes x 1 GPU": ["agents", "train", "text", "--fsdp", "--device", "cuda",
+                                                          "--total-steps", "384", "--no-progress", "--runs-dir",
+                                                          str(runs), "--run-name", "fsdp", "sentiment",
+                                                          "--reward-model", "lexicon"],
+        }  # fmt: skip
+        for name, arguments in smokes.items():
+            if torch.cuda.device_count() < 2:
+                rows.append((name, "skipped: one GPU"))
+                continue
+            status, last, seconds = run([*torchrun, *arguments], timeout=150)
+            rows.append((name, f"{'ok' if status == 0 else 'FAILED'}: {last} ({seconds:.0f} s)"))
     width = max(len(name) for name, _ in rows)
     print(f"| {'check':<{width}} | result |\n|{'-' * (width + 2)}|---|")
     for name, result in rows:

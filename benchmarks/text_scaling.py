@@ -1,4 +1,5 @@
-"""Text PPO on 2 cores: 1 process with 2 torch threads against 2 processes (torchrun) with 1 thread each.
+"""Text PPO on 2 cores: 1 process with 2 torch threads against 2 processes (torchrun) with 1 thread each, with
+whole copies of the model (data parallelism) and with the model sharded (--fsdp, FSDP2).
 
 SmolLM2-135M-Instruct, full fine-tuning, the default text settings (16 prompts x 24 new tokens per iteration,
 4 epochs, minibatch 4) on the sentiment task with the lexicon reward (no reward head to train). Generated
@@ -24,14 +25,22 @@ from machine import machine_header
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def measure(processes: int, threads: int, iterations: int) -> dict:
+CONFIGURATIONS = {
+    "1 process x 2 threads": (1, 2, False),
+    "2 processes x 1 thread": (2, 1, False),
+    "2 processes x 1 thread, --fsdp": (2, 1, True),
+}
+"""name -> (processes, threads per process, FSDP2)."""
+
+
+def measure(processes: int, threads: int, fsdp: bool, iterations: int) -> dict:
     """Run the configuration as a child (torchrun for 2 processes) and read its metrics and peak memory."""
     with tempfile.TemporaryDirectory() as runs:
         launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(processes)]
         command = [*(launcher if processes > 1 else [sys.executable]), "-m", "agents", "train", "text",
                    "--total-steps", str(16 * 24 * iterations), "--torch-threads", str(threads), "--no-progress",
                    "--checkpoint-every", "1000", "--runs-dir", runs, "--run-name", "bench",
-                   "sentiment", "--reward-model", "lexicon"]  # fmt: skip
+                   *(["--fsdp"] if fsdp else []), "sentiment", "--reward-model", "lexicon"]  # fmt: skip
         env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
         subprocess.run(command, check=True, cwd=ROOT, capture_output=True, env=env)
         records = [json.loads(line) for line in (Path(runs) / "bench" / "metrics.jsonl").read_text().splitlines()]
@@ -48,25 +57,25 @@ def measure(processes: int, threads: int, iterations: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--iterations", type=int, default=3, help="PPO iterations per run (the first is not timed)")
-    parser.add_argument("--only", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--only", choices=list(CONFIGURATIONS), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.only is not None:
-        print(json.dumps(measure(args.only, 2 // args.only, args.iterations)))
+        print(json.dumps(measure(*CONFIGURATIONS[args.only], args.iterations)))
         return
     print(machine_header())
     results = {}
-    for processes in (1, 2):
-        child = [sys.executable, __file__, "--only", str(processes), "--iterations", str(args.iterations)]
+    for name in CONFIGURATIONS:
+        child = [sys.executable, __file__, "--only", name, "--iterations", str(args.iterations)]
         output = subprocess.run(child, check=True, capture_output=True, text=True).stdout
-        results[processes] = json.loads(output.strip().splitlines()[-1])
-        result = results[processes]
+        results[name] = result = json.loads(output.strip().splitlines()[-1])
         print(
-            f"{processes} process(es) x {2 // processes} thread(s): {result['seconds_per_iteration']:.1f} s per "
-            f"iteration, {result['generated_tokens_per_second']:.1f} generated tokens/s of PPO, "
+            f"{name}: {result['seconds_per_iteration']:.1f} s per iteration, "
+            f"{result['generated_tokens_per_second']:.1f} generated tokens/s of PPO, "
             f"peak {result['peak_rss_gb_largest_process']:.1f} GB in the largest process"
         )
-    ratio = results[2]["generated_tokens_per_second"] / results[1]["generated_tokens_per_second"]
-    print(f"ratio 2 processes / 1: {ratio:.2f}x")
+    one = results["1 process x 2 threads"]["generated_tokens_per_second"]
+    for name in list(CONFIGURATIONS)[1:]:
+        print(f"ratio {name} / 1 process: {results[name]['generated_tokens_per_second'] / one:.2f}x")
 
 
 if __name__ == "__main__":
