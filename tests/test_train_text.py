@@ -1,9 +1,11 @@
 """``ppo train text`` end to end on a tiny random GPT-2: run folder, saved policy, resume, LoRA, warm-up, bad input."""
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -11,7 +13,7 @@ from agents.core.objectives import Clip, Penalty
 from agents.runs.checkpoint import load_checkpoint
 from agents.runs.config import RunConfig
 from agents.text.config import TEXT_PPO_DEFAULTS, TextEnvConfig, TextTrainConfig
-from agents.text.evaluate import evaluate_text_run, heldout_completions
+from agents.text.evaluate import best_of_n, best_of_n_kl, best_of_n_sizes, evaluate_text_run, heldout_completions
 from agents.text.train import train_text
 from envs.text.models import build_tiny_model
 from envs.text.tasks import ArithmeticTask, ArithmeticTaskConfig, CustomTaskConfig, RewardError
@@ -394,3 +396,27 @@ def test_heldout_completions_do_not_depend_on_how_the_prompts_are_split():
     assert whole.lengths[1::2] == halves[1].lengths and all(1 <= n <= 8 for n in whole.lengths)
     other_seed = heldout_completions(model, tokenizer, prompts, text, seed=4)
     assert other_seed.completions != whole.completions
+
+
+def test_best_of_n_kl_matches_hand_values_and_sizes_double_up_to_the_largest():
+    assert best_of_n_kl(1) == 0.0
+    assert best_of_n_kl(2) == pytest.approx(math.log(2) - 0.5)  # 0.1931
+    assert best_of_n_kl(64) == pytest.approx(4.1589 - 0.984375, abs=1e-4)  # log 64 = 4.1589
+    assert best_of_n_sizes(64) == [1, 2, 4, 8, 16, 32, 64]
+    assert best_of_n_sizes(6) == [1, 2, 4, 6] and best_of_n_sizes(1) == [1]
+
+
+def test_best_of_one_is_plain_sampling_and_more_samples_raise_the_chosen_reward(tmp_path, custom_task):
+    run_dir = train_text(tiny_text_config(tmp_path, "custom", custom_task, total_steps=8 * 8))
+    plain = evaluate_text_run(run_dir, prompts=4, seed=7, base=True)
+    rows = best_of_n(run_dir, prompts=4, seed=7, base=True, largest=8)
+    assert [row.n for row in rows] == [1, 2, 4, 8]
+    assert rows[0].reward == pytest.approx(np.mean(plain.scores))
+    assert all(a.reward <= b.reward for a, b in zip(rows, rows[1:]))  # nested samples: the best can only improve
+    assert rows[-1].reward > rows[0].reward  # the reward ('o' count - 'e' count / 2) varies between samples
+    assert [row.kl for row in rows] == [best_of_n_kl(n) for n in (1, 2, 4, 8)]
+
+
+def test_best_of_on_a_walker_run_or_below_zero_is_a_one_line_error(tmp_path):
+    walker = run_ppo("eval", str(tmp_path), "--best-of", "-1")
+    assert walker.returncode != 0 and "--best-of takes a positive N for a text run" in walker.stderr

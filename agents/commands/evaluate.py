@@ -22,6 +22,8 @@ class EvalConfig:
     """Number of episodes to run (text: number of held-out prompts, one completion each)."""
     base: bool = False
     """Text runs: evaluate the starting model instead of the trained policy (the "before")."""
+    best_of: int = 0
+    """Text runs: best-of-N sampling for N = 1, 2, 4, ... up to this, chosen by the task reward; 0 = off."""
     deterministic: bool = True
     """Act with the Gaussian mean instead of sampling."""
     seed: int = 12345
@@ -38,6 +40,24 @@ def is_text_run(path: Path) -> bool:
 
 
 def evaluate_cli(config: EvalConfig) -> None:
+    if config.best_of < 0 or (config.best_of and not is_text_run(config.run)):
+        raise ValueError(
+            f"--best-of takes a positive N for a text run (0 = off), got {config.best_of} for {config.run}"
+        )
+    if is_text_run(config.run) and config.best_of > 0:
+        from agents.text.evaluate import best_of_n
+
+        rows = best_of_n(config.run, config.episodes, config.seed, config.base, config.best_of)
+        names = list(rows[0].metrics)
+        print(f"best-of-N over {config.episodes} held-out prompts, chosen by the task reward:")
+        print(" | ".join(["N", "KL bound (nats)", "reward", *names]))
+        for row in rows:
+            print(
+                " | ".join(
+                    [str(row.n), f"{row.kl:.3f}", f"{row.reward:.3f}", *(f"{row.metrics[n]:.3f}" for n in names)]
+                )
+            )
+        return
     if is_text_run(config.run):
         from agents.text.evaluate import evaluate_text_run
 

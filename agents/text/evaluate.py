@@ -7,6 +7,7 @@ from one command each.
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -35,8 +36,18 @@ class TextEvaluation(NamedTuple):
     """The first few (prompt, completion, score)."""
 
 
-def evaluate_text_run(run_dir: Path, prompts: int, seed: int, base: bool) -> TextEvaluation:
-    """Sample one completion for each of the first ``prompts`` eval prompts of the run's task and score them."""
+class LoadedEvaluation(NamedTuple):
+    """What evaluating a text run needs: its config, the model to sample, its tokenizer and the task."""
+
+    config: TextTrainConfig
+    model_spec: str
+    lm: torch.nn.Module
+    tokenizer: object
+    task: Task
+
+
+def load_evaluation(run_dir: Path, base: bool) -> LoadedEvaluation:
+    """The run's trained policy (its ``policy/`` folder), or with ``base`` the model it started from."""
     saved = read_config(run_dir)
     if saved.get("kind", "mujoco") != TextTrainConfig.kind:
         raise ValueError(f"{run_dir} is a MuJoCo run; text evaluation needs a `ppo train text` run")
@@ -49,12 +60,64 @@ def evaluate_text_run(run_dir: Path, prompts: int, seed: int, base: bool) -> Tex
         )
     disable_progress_bar()
     lm, tokenizer, _ = load_causal_lm(model_spec)
-    task = task_from_config(config.text.task)
-    raw_prompts = task.prompts("eval")[:prompts]
-    completions = heldout_completions(lm, tokenizer, raw_prompts, config.text, seed).completions
-    scores = checked_scores(task, raw_prompts, completions)
+    return LoadedEvaluation(config, model_spec, lm, tokenizer, task_from_config(config.text.task))
+
+
+def evaluate_text_run(run_dir: Path, prompts: int, seed: int, base: bool) -> TextEvaluation:
+    """Sample one completion for each of the first ``prompts`` eval prompts of the run's task and score them."""
+    loaded = load_evaluation(run_dir, base)
+    raw_prompts = loaded.task.prompts("eval")[:prompts]
+    completions = heldout_completions(loaded.lm, loaded.tokenizer, raw_prompts, loaded.config.text, seed).completions
+    scores = checked_scores(loaded.task, raw_prompts, completions)
     metrics = {name: float(np.mean(values)) for name, values in scores.metrics.items()}
-    return TextEvaluation(model_spec, scores.rewards, metrics, list(zip(raw_prompts, completions, scores.rewards))[:3])
+    samples = list(zip(raw_prompts, completions, scores.rewards))[:3]
+    return TextEvaluation(loaded.model_spec, scores.rewards, metrics, samples)
+
+
+class BestOfN(NamedTuple):
+    """Best-of-n sampling on held-out prompts: the completion with the highest task reward of n samples."""
+
+    n: int
+    kl: float
+    """``best_of_n_kl(n)``: the KL of best-of-n sampling to the sampled policy, in nats."""
+    reward: float
+    """Mean task reward of the chosen completions: the score that chose them (a learned proxy, or a checker)."""
+    metrics: dict[str, float]
+    """Mean of each task metric of the chosen completions (``gold_lexicon``, ``accuracy``, ...)."""
+
+
+def best_of_n_kl(n: int) -> float:
+    """``KL(best-of-n || pi) = log n - (n - 1) / n`` nats, the analytic figure of Stiennon et al. 2020 (an upper
+    bound on the true KL, Beirami et al. 2024): 0 for n = 1."""
+    return math.log(n) - (n - 1) / n
+
+
+def best_of_n_sizes(largest: int) -> list[int]:
+    """1, 2, 4, ... up to ``largest`` (which ends the list even when it is not a power of 2)."""
+    sizes = [2**k for k in range(largest.bit_length()) if 2**k < largest]
+    return [*sizes, largest]
+
+
+def best_of_n(run_dir: Path, prompts: int, seed: int, base: bool, largest: int) -> list[BestOfN]:
+    """Sample ``largest`` completions for each of the first ``prompts`` held-out prompts (sample k with noise
+    from ``seed + k``, so sample 0 is ``evaluate_text_run``'s) and, for each n of ``best_of_n_sizes``, keep the
+    first n samples' best by task reward (the first on ties): the non-RL baseline of RLHF (Stiennon et al. 2020)."""
+    loaded = load_evaluation(run_dir, base)
+    raw_prompts = loaded.task.prompts("eval")[:prompts]
+    samples = []
+    for k in range(largest):
+        completions = heldout_completions(loaded.lm, loaded.tokenizer, raw_prompts, loaded.config.text, seed + k)
+        samples.append(checked_scores(loaded.task, raw_prompts, completions.completions))
+    rewards = np.array([scores.rewards for scores in samples])  # (largest, prompts)
+    results = []
+    for n in best_of_n_sizes(largest):
+        chosen = rewards[:n].argmax(axis=0)  # argmax keeps the first of equal rewards
+        picked = range(len(raw_prompts))
+        metrics = {
+            name: float(np.mean([samples[chosen[i]].metrics[name][i] for i in picked])) for name in samples[0].metrics
+        }
+        results.append(BestOfN(n, best_of_n_kl(n), float(np.mean(rewards[chosen, picked])), metrics))
+    return results
 
 
 class HeldoutCompletions(NamedTuple):
