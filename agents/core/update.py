@@ -139,22 +139,6 @@ def make_minibatch_step(
             module_parameters[name].grad = None
         return grads, stats
 
-    @torch.no_grad()
-    def sharded_step(
-        params: dict[str, torch.Tensor],
-        adam: AdamState,
-        batch: Minibatch,
-        index: torch.Tensor,
-        lr: torch.Tensor,
-        beta: torch.Tensor,
-    ) -> torch.Tensor:
-        """FSDP2's step: no all-reduce (the backward averaged), the norm over every process's shards."""
-        grads, stats = backward_gradients(params, batch, index, beta)
-        shards = {name: local_shard(p) for name, p in params.items()}
-        grads, grad_norm = clip_by_global_norm(grads, cfg.max_grad_norm, sharded=True)
-        fused_adam_step(shards, grads, adam, lr, cfg.adam_eps)
-        return torch.cat([stats, grad_norm.reshape(1)])
-
     def clip_and_adam(
         params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor], adam: AdamState, lr: torch.Tensor
     ):
@@ -167,14 +151,15 @@ def make_minibatch_step(
     def clip_and_fused_adam(
         params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor], adam: AdamState, lr: torch.Tensor
     ):
-        """Global-norm clip and torch's fused Adam kernel (eager); returns the norm before clipping."""
-        grads, grad_norm = clip_by_global_norm(grads, cfg.max_grad_norm)
-        fused_adam_step(params, grads, adam, lr, cfg.adam_eps)
+        """Global-norm clip and torch's fused Adam kernel (eager); returns the norm before clipping. Sharded: on
+        this process's shards, clipped by the norm over every process's."""
+        grads, grad_norm = clip_by_global_norm(grads, cfg.max_grad_norm, sharded=sharded)
+        fused_adam_step({name: local_shard(p) for name, p in params.items()}, grads, adam, lr, cfg.adam_eps)
         return grad_norm
 
-    def chain(gradients: Callable, apply: Callable) -> Callable:
+    def chain(gradients: Callable, apply: Callable, average: bool = True) -> Callable:
         """A step: the minibatch's gradients, averaged over processes before the clip (CleanRL multi-GPU; the
-        identity in one process), then clipped and applied."""
+        identity in one process) unless ``gradients`` averaged them already, then clipped and applied."""
 
         def step(
             params: dict[str, torch.Tensor],
@@ -185,13 +170,14 @@ def make_minibatch_step(
             beta: torch.Tensor,
         ) -> torch.Tensor:
             grads, stats = gradients(params, batch, index, beta)
-            all_reduce_mean_(list(grads.values()))
+            if average:
+                all_reduce_mean_(list(grads.values()))
             return torch.cat([stats, apply(params, grads, adam, lr).reshape(1)])
 
         return step
 
     if sharded:
-        return sharded_step
+        return chain(backward_gradients, clip_and_fused_adam, average=False)  # FSDP2's backward averaged them
     if not compile:
         return chain(autograd_gradients, clip_and_fused_adam)
     # size_asserts off: the shapes are fixed per run, and the 65 stride checks per call cost ~12 % of a step (measured)
