@@ -612,7 +612,7 @@ def cli_error(monkeypatch, *args: str) -> str:
         (["compare", "--envs", "Hoper-v5"], "unknown environment id 'Hoper-v5'"),
         (
             ["compare", "--envs", "text:poetry"],
-            "unknown text task 'text:poetry'; text environments: text:sentiment, text:arithmetic",
+            "unknown text task 'text:poetry'; text environments: text:sentiment, text:arithmetic, text:reasoning",
         ),
         (["compare", "--jobs", "0"], "--jobs must be a positive integer"),
         (

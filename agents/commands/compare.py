@@ -46,7 +46,7 @@ from envs.mujoco import check_env_id
 from envs.text.models import DEFAULT_MODEL
 
 TEXT_PREFIX = "text:"
-TEXT_TASKS = ("sentiment", "arithmetic")
+TEXT_TASKS = ("sentiment", "arithmetic", "reasoning")
 """Text tasks a grid can name as ``text:<task>`` (``custom`` needs files: train it with ppo train text)."""
 LOGS_DIR = "logs"
 """Each cell's console output goes to ``<grid>/logs/<cell>.log``."""
@@ -163,7 +163,7 @@ class CompareConfig:
     """Run a grid of PPO runs (objective presets x environments x seeds), then write a report (ppo compare)."""
 
     envs: tuple[str, ...] = ("Hopper-v5",)
-    """Environments: Gymnasium MuJoCo ids (Hopper-v5, ...) and/or text tasks text:sentiment, text:arithmetic."""
+    """Environments: Gymnasium MuJoCo ids (Hopper-v5, ...) and/or text:sentiment, text:arithmetic, text:reasoning."""
     objectives: Annotated[tuple[str, ...], tyro.conf.arg(help=f"Objective presets: {known_presets()}.")] = (
         "clip",
         "penalty",

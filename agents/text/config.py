@@ -27,7 +27,7 @@ class TextEnvConfig:
     model: str = DEFAULT_MODEL
     """A model directory, a GGUF file (path or <package>/<file>.gguf), a Hugging Face id, or 'tiny' (smoke tests)."""
     task: TaskSubcommand = SentimentTaskConfig()
-    """The task: sentiment (default), arithmetic or custom."""
+    """The task: sentiment (default), arithmetic, reasoning (reasoning-gym) or custom."""
     prompts_per_iteration: int = 16
     """Prompts sampled per iteration (one completion each): the PPO batch in sequences."""
     max_new_tokens: int = 24

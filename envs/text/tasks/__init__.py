@@ -1,9 +1,10 @@
-"""Prompt sources and reward functions for text generation: one ``Task`` protocol (``base``) and three tasks,
+"""Prompt sources and reward functions for text generation: one ``Task`` protocol (``base``) and four tasks,
 ``sentiment`` (make an IMDB review opening continue positively; learned reward, lexicon "gold" check),
-``arithmetic`` (exact answers to small sums, checked by a program) and ``custom`` (prompts from a file, reward from
-``module:function``). This package holds ``TASK_CONFIGS``, the one table of task names, and the factories
-``task_from_config`` and ``make_task``, and re-exports the names code outside imports. Everything runs offline:
-data and models are read from installed packages and the trained reward head is cached under ``PPO_CACHE_DIR``.
+``arithmetic`` (exact answers to small sums, checked by a program), ``reasoning`` (a reasoning-gym dataset's
+questions, scored by its own checker) and ``custom`` (prompts from a file, reward from ``module:function``). This
+package holds ``TASK_CONFIGS``, the one table of task names, and the factories ``task_from_config`` and
+``make_task``, and re-exports the names code outside imports. Everything runs offline: data and models are read from
+installed packages and the trained reward head is cached under ``PPO_CACHE_DIR``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import MISSING, fields
 from envs.text.tasks.arithmetic import ArithmeticTask, ArithmeticTaskConfig, arithmetic_answer, arithmetic_question
 from envs.text.tasks.base import RewardError, Task, TaskError, TaskScores, checked_scores, default_cache_dir
 from envs.text.tasks.custom import CustomTask, CustomTaskConfig
+from envs.text.tasks.reasoning import ReasoningTask, ReasoningTaskConfig, extracted_answer
 from envs.text.tasks.sentiment import (
     CACHE_FILE,
     SentimentTask,
@@ -23,13 +25,16 @@ from envs.text.tasks.sentiment import (
     imdb_split,
 )
 
-TaskConfig = SentimentTaskConfig | ArithmeticTaskConfig | CustomTaskConfig
-TASK_CONFIGS: dict[str, type] = {cls.name: cls for cls in (SentimentTaskConfig, ArithmeticTaskConfig, CustomTaskConfig)}
+TaskConfig = SentimentTaskConfig | ArithmeticTaskConfig | CustomTaskConfig | ReasoningTaskConfig
+TASK_CONFIGS: dict[str, type] = {
+    cls.name: cls for cls in (SentimentTaskConfig, ArithmeticTaskConfig, CustomTaskConfig, ReasoningTaskConfig)
+}
 """Every task's config class under the task's name: the one table of task names."""
 TASK_CLASSES: dict[type, type] = {
     SentimentTaskConfig: SentimentTask,
     ArithmeticTaskConfig: ArithmeticTask,
     CustomTaskConfig: CustomTask,
+    ReasoningTaskConfig: ReasoningTask,
 }
 """The task class each config class builds."""
 
@@ -71,6 +76,8 @@ __all__ = [
     "ArithmeticTaskConfig",
     "CustomTask",
     "CustomTaskConfig",
+    "ReasoningTask",
+    "ReasoningTaskConfig",
     "RewardError",
     "SentimentTask",
     "SentimentTaskConfig",
@@ -83,6 +90,7 @@ __all__ = [
     "checked_scores",
     "clean_review",
     "default_cache_dir",
+    "extracted_answer",
     "imdb_prompts",
     "imdb_reviews",
     "imdb_split",
