@@ -215,6 +215,9 @@ def test_reference_leash_coefficient_follows_ziegler(tmp_path, custom_task):
         (["--model", "tiny", "--prompts-per-iteration", "6", "--minibatch-size", "4"], "does not divide the batch"),
         (["--model", "tiny", "--temperature", "0"], "--temperature must be > 0"),
         (["--model", "no_such_package/model.gguf"], "'no_such_package' is not an installed package"),
+        (["--model", "tiny", "--fsdp", "--lora-rank", "4"], "--fsdp shards full fine-tuning with the value head"),
+        (["--model", "tiny", "--eval-every", "-2"], "--eval-every must be >= 0"),
+        (["--model", "tiny", "--eval-prompts", "0"], "--eval-prompts must be a positive integer"),
     ],
 )
 def test_bad_text_input_gives_one_line_error(tmp_path, args, message):
