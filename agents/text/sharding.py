@@ -73,14 +73,18 @@ def gathered_weights(policy: nn.Module) -> Iterator[None]:
 
 def unsharded_copy(policy: LMActorCritic) -> LMActorCritic | None:
     """On the first process, a plain (unsharded) copy of a sharded actor-critic, for ``save_policy_directory``;
-    None elsewhere. Every process must call it (it all-gathers each tensor)."""
-    state = {name: full_from_shards(local_shard(tensor), tensor) for name, tensor in policy.state_dict().items()}
-    if rank() != 0:
-        return None
-    plain = LMActorCritic(
-        AutoModelForCausalLM.from_config(policy.lm.config),
-        temperature=policy.temperature,
-        critic=policy.value_head is not None,
-    )
-    plain.load_state_dict(state)
+    None elsewhere. Every process must call it: each tensor is all-gathered in turn and only the first process
+    keeps it, copied straight into the copy, so no process ever holds a second whole set of weights."""
+    plain = None
+    if rank() == 0:
+        plain = LMActorCritic(
+            AutoModelForCausalLM.from_config(policy.lm.config),
+            temperature=policy.temperature,
+            critic=policy.value_head is not None,
+        )
+    targets = plain.state_dict() if plain is not None else {}
+    for name, tensor in policy.state_dict().items():
+        whole = full_from_shards(local_shard(tensor), tensor)
+        if plain is not None:
+            targets[name].copy_(whole)
     return plain
