@@ -163,11 +163,7 @@ class TextLoopState:
     def state_dict(self) -> dict:
         return {
             "trainable": self.whole({name: local_shard(p) for name, p in self.params.items()}),
-            "adam": {
-                **self.adam.state_dict(),
-                "exp_avg": self.whole(self.adam.exp_avg),
-                "exp_avg_sq": self.whole(self.adam.exp_avg_sq),
-            },
+            "adam": {**self.adam.state_dict(), **{key: self.whole(getattr(self.adam, key)) for key in MOMENTS}},
             "penalty": self.penalty.state_dict(),
             "reference_kl": self.reference_kl.state_dict(),
             "sampling_rng": self.sampling_generator.get_state(),
