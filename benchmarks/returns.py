@@ -5,6 +5,7 @@ of training (as CleanRL and SB3 report); the table gives mean +- std over seeds.
 
     python benchmarks/returns.py --envs Hopper-v5 --objectives clip --seeds 1 2 3 --output docs/returns_hopper.md
     python benchmarks/returns.py --table-only --runs-dir runs/returns   # re-tabulate finished runs
+    python benchmarks/returns.py --nproc 2 --seeds 1 2 3 4 5           # 2 processes, each half the horizon
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ import numpy as np
 from machine import machine_header
 
 
-def run_name(env_id: str, objective: str, seed: int, total_steps: int) -> str:
-    return f"{env_id}__{objective}__s{seed}__{total_steps}"
+def run_name(env_id: str, objective: str, seed: int, total_steps: int, nproc: int) -> str:
+    processes = f"__np{nproc}" if nproc > 1 else ""
+    return f"{env_id}__{objective}__s{seed}__{total_steps}{processes}"
 
 
 def final_score(run_dir: Path) -> tuple[float, int, float] | None:
@@ -75,6 +77,9 @@ def main() -> None:
     parser.add_argument("--total-steps", type=int, default=1_000_000)
     parser.add_argument("--runs-dir", type=Path, default=Path("runs/returns"))
     parser.add_argument("--output", type=Path, help="also write the markdown table here")
+    parser.add_argument(
+        "--nproc", type=int, default=1, help="processes per run (torchrun); each steps 2,048/N steps per iteration"
+    )
     parser.add_argument("--table-only", action="store_true", help="only tabulate runs already in --runs-dir")
     args = parser.parse_args()
     print(machine_header())
@@ -82,7 +87,7 @@ def main() -> None:
         for env_id in args.envs:
             for objective in args.objectives:
                 for seed in args.seeds:
-                    name = run_name(env_id, objective, seed, args.total_steps)
+                    name = run_name(env_id, objective, seed, args.total_steps, args.nproc)
                     run_dir = args.runs_dir / name
                     if final_score(run_dir) is not None:
                         print(f"{name}: done already")
@@ -102,6 +107,8 @@ def main() -> None:
                         str(args.runs_dir),
                         "--no-progress",
                     ]
+                    if args.nproc > 1:  # the paper's 2,048 steps per iteration, split over the processes
+                        command += ["--nproc", str(args.nproc), "--num-steps", str(2048 // args.nproc)]
                     if (run_dir / "checkpoints" / "latest.pt").exists():
                         command = [sys.executable, "-m", "agents", "train", "--resume", str(run_dir), "--no-progress"]
                     else:
