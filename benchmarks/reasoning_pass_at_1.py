@@ -4,7 +4,7 @@ chat template, to pick datasets where RL has something to learn from (pass@1 nei
 
 Each row: one completion per prompt for the task's first ``--prompts`` held-out prompts (question_seed 0; the task
 generates 4 x ``--prompts`` held-out questions so that enough remain once the training ones are dropped), sampled as
-``ppo eval`` samples them (``agents.text.evaluate.heldout_completions``, noise from ``--seed``), scored by the task:
+``ppo eval`` samples them (``agents.text.rollout.heldout_completions``, noise from ``--seed``), scored by the task:
 pass@1 (mean accuracy), mean reward (partial credit included), answered, the longest prompt in tokens (the chat
 template included; ``--max-prompt-tokens`` must be at least this) and seconds. One torch thread.
 
@@ -39,8 +39,7 @@ CANDIDATES = [
 def pass_at_1(lm, tokenizer, dataset: str, options: dict, prompt_format: str, chat_template: bool, args) -> dict:
     """The row of one (dataset, options, prompt format, template) contender."""
     from agents.text.config import TextEnvConfig
-    from agents.text.evaluate import heldout_completions
-    from agents.text.rollout import format_prompts
+    from agents.text.rollout import format_prompts, heldout_completions
     from envs.text.tasks import ReasoningTask, ReasoningTaskConfig
 
     # Held-out questions that are also training questions are dropped: generate enough for --prompts to remain.

@@ -3,8 +3,12 @@ whole copies of the model (data parallelism) and with the model sharded (--fsdp,
 
 SmolLM2-135M-Instruct, full fine-tuning, the default text settings (16 prompts x 24 new tokens per iteration,
 4 epochs, minibatch 4) on the sentiment task with the lexicon reward (no reward head to train). Generated
-tokens per second of whole PPO iterations after the first, and the peak resident memory of the largest
-process of each run (each configuration runs in a fresh child, so the peaks do not mix).
+tokens per second of whole PPO iterations after the first, the peak resident memory of the largest
+process of each run (each configuration runs in a fresh child, so the peaks do not mix), and the peaks of
+its two phases, sampling and scoring the rollout and the update (the runs' ``rollout_peak_gb`` and
+``update_peak_gb``, largest over processes and timed iterations). The last configuration runs --fsdp with
+glibc's mmap threshold fixed at 1 MiB (``MALLOC_MMAP_THRESHOLD_``), so freed buffers go back to the system
+at once instead of staying in the heap.
 
     python benchmarks/text_scaling.py --iterations 3
 """
@@ -25,15 +29,17 @@ from machine import machine_header
 ROOT = Path(__file__).resolve().parents[1]
 
 
+MMAP_EVERY_BUFFER = {"MALLOC_MMAP_THRESHOLD_": str(1024**2)}  # glibc mallopt(3): allocations >= 1 MiB are mmapped
 CONFIGURATIONS = {
-    "1 process x 2 threads": (1, 2, False),
-    "2 processes x 1 thread": (2, 1, False),
-    "2 processes x 1 thread, --fsdp": (2, 1, True),
+    "1 process x 2 threads": (1, 2, False, {}),
+    "2 processes x 1 thread": (2, 1, False, {}),
+    "2 processes x 1 thread, --fsdp": (2, 1, True, {}),
+    "2 processes x 1 thread, --fsdp, mmap threshold 1 MiB": (2, 1, True, MMAP_EVERY_BUFFER),
 }
-"""name -> (processes, threads per process, FSDP2)."""
+"""name -> (processes, threads per process, FSDP2, extra environment)."""
 
 
-def measure(processes: int, threads: int, fsdp: bool, iterations: int) -> dict:
+def measure(processes: int, threads: int, fsdp: bool, environment: dict, iterations: int) -> dict:
     """Run the configuration as a child (torchrun for 2 processes) and read its metrics and peak memory."""
     with tempfile.TemporaryDirectory() as runs:
         launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(processes)]
@@ -41,7 +47,7 @@ def measure(processes: int, threads: int, fsdp: bool, iterations: int) -> dict:
                    "--total-steps", str(16 * 24 * iterations), "--torch-threads", str(threads), "--no-progress",
                    "--checkpoint-every", "1000", "--runs-dir", runs, "--run-name", "bench",
                    *(["--fsdp"] if fsdp else []), "sentiment", "--reward-model", "lexicon"]  # fmt: skip
-        env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads), **environment}
         subprocess.run(command, check=True, cwd=ROOT, capture_output=True, env=env)
         records = [json.loads(line) for line in (Path(runs) / "bench" / "metrics.jsonl").read_text().splitlines()]
     timed = records[1:]
@@ -51,6 +57,8 @@ def measure(processes: int, threads: int, fsdp: bool, iterations: int) -> dict:
         "seconds_per_iteration": seconds / len(timed),
         "generated_tokens_per_second": tokens / seconds,
         "peak_rss_gb_largest_process": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024**2,
+        "rollout_peak_gb": max(r["rollout_peak_gb"] for r in timed),
+        "update_peak_gb": max(r["update_peak_gb"] for r in timed),
     }
 
 
@@ -71,7 +79,8 @@ def main() -> None:
         print(
             f"{name}: {result['seconds_per_iteration']:.1f} s per iteration, "
             f"{result['generated_tokens_per_second']:.1f} generated tokens/s of PPO, "
-            f"peak {result['peak_rss_gb_largest_process']:.1f} GB in the largest process"
+            f"peak {result['peak_rss_gb_largest_process']:.1f} GB in the largest process "
+            f"(rollout {result['rollout_peak_gb']:.2f} GB, update {result['update_peak_gb']:.2f} GB)"
         )
     one = results["1 process x 2 threads"]["generated_tokens_per_second"]
     for name in list(CONFIGURATIONS)[1:]:

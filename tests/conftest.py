@@ -18,7 +18,9 @@ from agents.core.objectives import Clip
 from agents.runs.config import RunConfig
 from agents.walkers.config import MujocoEnvConfig, TrainConfig
 
-TIMING_KEYS = {"sps", "rollout_seconds", "update_seconds", "eval_seconds"}
+MEASURED_KEYS = {"sps", "rollout_seconds", "update_seconds", "eval_seconds", "rollout_peak_gb", "update_peak_gb",
+                 "eval_peak_gb"}  # fmt: skip
+"""Metrics that measure the machine (seconds, memory), not the run: left out when two runs are compared."""
 
 
 @pytest.fixture(autouse=True)
@@ -48,8 +50,9 @@ def run_ppo(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     )
 
 
-def without_timing(records: list[dict]) -> list[dict]:
-    return [{k: v for k, v in record.items() if k not in TIMING_KEYS} for record in records]
+def without_measurements(records: list[dict]) -> list[dict]:
+    """``records`` less the ``MEASURED_KEYS``."""
+    return [{k: v for k, v in record.items() if k not in MEASURED_KEYS} for record in records]
 
 
 def passes_gymnasium_and_sb3_checkers(env: gym.Env) -> None:

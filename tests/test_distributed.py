@@ -6,6 +6,9 @@ the KL the penalty reads are taken over every process.
 """
 
 import copy
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,7 +88,7 @@ def update_parameters(
             "gloo", init_method=f"file://{init_file}", rank=part.start // batch.size, world_size=WORLD
         )
     if fsdp:
-        shard_policy(policy, torch.device("cpu"))
+        shard_policy(policy, ReferencePolicy(policy.lm), torch.device("cpu"))
     params = {name: p.detach() for name, p in policy.named_parameters() if p.requires_grad}
     adam = AdamState({name: local_shard(p) for name, p in params.items()})
     step = make_minibatch_step(policy, objective, cfg, compile=compile, sharded=fsdp)
@@ -193,3 +196,23 @@ def test_fsdp2_on_two_processes_equals_plain_data_parallelism_on_two_processes(t
     for name, tensor in plain["params"].items():
         torch.testing.assert_close(sharded["params"][name], tensor, rtol=1e-5, atol=1e-6, msg=name)
     assert sharded["kl"] == pytest.approx(plain["kl"], rel=1e-4)
+
+
+MMAP_PROBE = """
+from agents.text.sharding import return_freed_buffers_to_the_system
+print(return_freed_buffers_to_the_system())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_fsdp_on_the_cpu_sets_glibcs_mmap_threshold_unless_the_user_did():
+    ours = subprocess.run([sys.executable, "-c", MMAP_PROBE], capture_output=True, text=True, check=True)
+    assert ours.stdout.strip() == "True"
+    theirs = subprocess.run(
+        [sys.executable, "-c", MMAP_PROBE],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "MALLOC_MMAP_THRESHOLD_": "4194304"},
+    )
+    assert theirs.stdout.strip() == "False"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import run_ppo, without_timing
+from tests.conftest import run_ppo, without_measurements
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 WALKER = ["--env-id", "Hopper-v5", "--num-steps", "128", "--minibatch-size", "64", "--epochs", "2"]
@@ -61,7 +61,7 @@ def test_a_sigkilled_two_process_run_resumes_as_if_it_had_never_stopped(tmp_path
     assert resumed.returncode == 0, resumed.stderr[-8000:]
     killed = metrics(tmp_path / "killed")
     assert [r["iteration"] for r in killed] == list(range(1, 17))
-    assert without_timing(metrics(tmp_path / "whole")) == without_timing(killed)
+    assert without_measurements(metrics(tmp_path / "whole")) == without_measurements(killed)
 
 
 def test_ppo_train_nproc_starts_the_processes_and_a_resume_starts_as_many_again(tmp_path):
@@ -149,7 +149,7 @@ def test_an_fsdp2_text_run_matches_plain_data_parallelism_and_resumes_from_its_w
     resumed = torchrun("train", "text", "--resume", str(tmp_path / "split"), "--no-progress")
     assert resumed.returncode == 0, resumed.stderr[-8000:]
     fsdp, dp = metrics(tmp_path / "fsdp"), metrics(tmp_path / "dp")
-    assert without_timing(metrics(tmp_path / "split")) == without_timing(fsdp)
+    assert without_measurements(metrics(tmp_path / "split")) == without_measurements(fsdp)
     assert len(fsdp) >= 3 and [r.get("reward") for r in fsdp] == [r.get("reward") for r in dp]
     for sharded, plain in zip(fsdp[1:], dp[1:]):
         assert sharded["policy_loss"] == pytest.approx(plain["policy_loss"], rel=1e-4, abs=1e-6)

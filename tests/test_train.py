@@ -15,11 +15,12 @@ from agents.core.objectives import Clip, FixedKL, NoClip, Penalty
 from agents.runs.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from agents.runs.config import config_from_dict
 from agents.runs.machine import describe_machine, read_machines, record_machine
+from agents.runs.memory import largest_peaks, peak_memory_gb, reset_peak_memory
 from agents.walkers.config import TrainConfig
 from agents.walkers.evaluate import evaluate, load_policy
 from agents.walkers.gaussian import GaussianActorCritic
 from agents.walkers.train import train
-from tests.conftest import run_ppo, tiny_config, without_timing
+from tests.conftest import run_ppo, tiny_config, without_measurements
 
 
 def metrics(run_dir):
@@ -29,9 +30,9 @@ def metrics(run_dir):
 def test_same_seed_gives_identical_metrics(tmp_path):
     first = train(tiny_config(tmp_path, "a"))
     second = train(tiny_config(tmp_path, "b"))
-    assert without_timing(metrics(first)) == without_timing(metrics(second))
+    assert without_measurements(metrics(first)) == without_measurements(metrics(second))
     other_seed = train(tiny_config(tmp_path, "c", seed=2))
-    assert without_timing(metrics(first)) != without_timing(metrics(other_seed))
+    assert without_measurements(metrics(first)) != without_measurements(metrics(other_seed))
 
 
 def test_run_folder_contents_and_config_round_trip(tmp_path):
@@ -167,7 +168,7 @@ def test_sigkilled_run_resumes_where_it_stopped(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     whole, killed = metrics(tmp_path / "whole"), metrics(tmp_path / "killed")
     assert [r["iteration"] for r in killed] == list(range(1, 41))
-    assert without_timing(whole) == without_timing(killed)
+    assert without_measurements(whole) == without_measurements(killed)
 
 
 def test_eval_reports_mean_and_std(tmp_path):
@@ -254,3 +255,18 @@ def test_eval_records_an_mp4_headless(tmp_path):
     first, last = reader.get_data(0), reader.get_data(count - 1)
     assert count >= 2 and first.ndim == 3 and first.shape[-1] == 3
     assert first.max() > 0 and last.max() > 0, "frames should not be all black"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the CPU probe reads /proc")
+def test_phase_peak_memory_sees_an_allocation_and_forgets_it_after_a_reset():
+    cpu = torch.device("cpu")
+    reset_peak_memory(cpu)
+    before = peak_memory_gb(cpu)
+    block = torch.ones(64 * 1024**2)  # 0.25 GiB, every page written
+    during = peak_memory_gb(cpu)
+    del block
+    reset_peak_memory(cpu)
+    after = peak_memory_gb(cpu)
+    assert during - before > 0.2
+    assert after < during - 0.2, "a reset starts the next phase from the memory in use now"
+    assert largest_peaks({"update_peak_gb": during, "unknown": None}) == {"update_peak_gb": during}

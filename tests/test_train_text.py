@@ -13,11 +13,12 @@ from agents.core.objectives import Clip, Penalty
 from agents.runs.checkpoint import load_checkpoint
 from agents.runs.config import RunConfig
 from agents.text.config import TEXT_PPO_DEFAULTS, TextEnvConfig, TextTrainConfig
-from agents.text.evaluate import best_of_n, best_of_n_kl, best_of_n_sizes, evaluate_text_run, heldout_completions
+from agents.text.evaluate import best_of_n, best_of_n_kl, best_of_n_sizes, evaluate_text_run
+from agents.text.rollout import heldout_completions
 from agents.text.train import train_text
 from envs.text.models import build_tiny_model
 from envs.text.tasks import ArithmeticTask, ArithmeticTaskConfig, CustomTaskConfig, RewardError
-from tests.conftest import run_ppo, without_timing
+from tests.conftest import run_ppo, without_measurements
 
 REWARD_MODULE = """
 import math
@@ -136,7 +137,7 @@ def test_reward_failure_stops_with_the_checkpoint_intact_and_resume_matches(tmp_
             }
         )
     )
-    assert without_timing(metrics(whole)) == without_timing(metrics(broken_dir))
+    assert without_measurements(metrics(whole)) == without_measurements(metrics(broken_dir))
     assert checkpoint_bytes != (broken_dir / "checkpoints" / "latest.pt").read_bytes()
 
 
@@ -377,10 +378,12 @@ def test_heldout_evaluation_is_logged_without_changing_training_and_matches_ppo_
     assert [r["iteration"] for r in records if "eval_reward" in r] == [0, 2, 3]  # start, every 2nd, the last
     assert set(records[0]) == {
         "iteration", "global_step", "eval_reward", "eval_accuracy", "eval_answered", "eval_response_length",
-        "eval_seconds",
+        "eval_seconds", "eval_peak_gb",
     }  # fmt: skip
     training = [{k: v for k, v in r.items() if not k.startswith("eval_")} for r in records[1:]]
-    assert without_timing(training) == without_timing(metrics(plain)), "evaluation draws no training randomness"
+    assert without_measurements(training) == without_measurements(metrics(plain)), (
+        "evaluation draws no training randomness"
+    )
     # the first and the last evaluation are what `ppo eval` reports for the starting and the final policy
     for record, base in ((records[0], True), (records[-1], False)):
         evaluation = evaluate_text_run(evaluated, prompts=10, seed=1, base=base)  # the run's seed

@@ -72,6 +72,12 @@ class TextEnvConfig:
     """Score held-out prompts before training, every N iterations and at the end (eval_* metrics); 0 = never."""
     eval_prompts: int = 64
     """Held-out prompts per evaluation: the task's first N eval prompts, one completion each, fixed noise."""
+    reward: Literal["task", "proxy"] = "task"
+    """task: the task's score (its checker); proxy: a MiniLM head fitted to checker labels, checker logged as gold."""
+    proxy_completions: int = 1024
+    """--reward proxy: completions of the starting policy the checker labels to fit the proxy (1/5 prompts held out)."""
+    proxy_seed: int = 0
+    """--reward proxy: seed of those completions' noise; runs that share model, task and seed share one cached proxy."""
 
 
 TEXT_PPO_DEFAULTS = PPOConfig(
@@ -135,6 +141,7 @@ def validate_text_config(config: TextTrainConfig) -> None:
             "--forward-batch": text.forward_batch,
             "--ref-kl-horizon": text.ref_kl_horizon,
             "--eval-prompts": text.eval_prompts,
+            "--proxy-completions": text.proxy_completions,
         }
     )
     check_batch(text.prompts_per_iteration, "--prompts-per-iteration", ppo)
@@ -158,6 +165,11 @@ def validate_text_config(config: TextTrainConfig) -> None:
     if text.lora_rank < 0 or text.critic_warmup < 0:
         raise ConfigError(
             f"--lora-rank and --critic-warmup must be >= 0, got {text.lora_rank} and {text.critic_warmup}"
+        )
+    if text.reward == "proxy" and text.task.name == "sentiment":
+        raise ConfigError(
+            "the sentiment task's reward is already learned: pick it with --reward-model learned|lexicon, "
+            "not --reward proxy"
         )
     if not uses_critic(config.objective):
         validate_group_text_config(config)

@@ -18,9 +18,10 @@ from transformers.utils.logging import disable_progress_bar
 
 from agents.core.distributed import gather_objects, rank, world_size
 from agents.runs.config import config_from_dict, read_config
-from agents.text.actor_critic import POLICY_DIR, sample_responses
+from agents.text.actor_critic import POLICY_DIR
 from agents.text.config import TextEnvConfig, TextTrainConfig
-from agents.text.rollout import decode_completions, encode_prompts, format_prompts, left_pad
+from agents.text.proxy import proxy_reward_task
+from agents.text.rollout import heldout_completions
 from envs.text.models import load_causal_lm
 from envs.text.tasks import Task, checked_scores, task_from_config
 
@@ -60,7 +61,14 @@ def load_evaluation(run_dir: Path, base: bool) -> LoadedEvaluation:
         )
     disable_progress_bar()
     lm, tokenizer, _ = load_causal_lm(model_spec)
-    return LoadedEvaluation(config, model_spec, lm, tokenizer, task_from_config(config.text.task))
+    task = task_from_config(config.text.task)
+    if config.text.reward == "proxy":  # the run's proxy from the cache, or fitted again on the starting model
+
+        def starting_model():
+            return (lm, tokenizer) if base else load_causal_lm(config.text.model)[:2]
+
+        task = proxy_reward_task(task, config.text, starting_model)
+    return LoadedEvaluation(config, model_spec, lm, tokenizer, task)
 
 
 def evaluate_text_run(run_dir: Path, prompts: int, seed: int, base: bool) -> TextEvaluation:
@@ -118,38 +126,6 @@ def best_of_n(run_dir: Path, prompts: int, seed: int, base: bool, largest: int) 
         }
         results.append(BestOfN(n, best_of_n_kl(n), float(np.mean(rewards[chosen, picked])), metrics))
     return results
-
-
-class HeldoutCompletions(NamedTuple):
-    completions: list[str]
-    lengths: list[int]
-    """Generated tokens of each completion, its EOS included."""
-
-
-@torch.no_grad()
-def heldout_completions(
-    lm, tokenizer, raw_prompts: list[str], text: TextEnvConfig, seed: int, rows: slice = slice(None)
-) -> HeldoutCompletions:
-    """One completion for each of ``raw_prompts[rows]``, sampled as training samples (template, token limit,
-    temperature) with noise for all of ``raw_prompts`` drawn from ``seed`` alone: a prompt's completion depends
-    on the model, the prompts and the seed, not on ``rows`` or the batching."""
-    texts = format_prompts(tokenizer, raw_prompts, text.chat_template)[rows]
-    device = next(lm.parameters()).device
-    eos_id = tokenizer.eos_token_id
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
-    generator = torch.Generator().manual_seed(seed)
-    uniforms = torch.rand(len(raw_prompts), text.max_new_tokens, generator=generator)[rows]
-    completions: list[str] = []
-    lengths: list[int] = []
-    for start in range(0, len(texts), text.forward_batch):
-        ids, mask = left_pad(
-            encode_prompts(tokenizer, texts[start : start + text.forward_batch], text.max_prompt_tokens), pad_id, device
-        )
-        chunk = uniforms[start : start + text.forward_batch].to(device)
-        sampled = sample_responses(lm, ids, mask, chunk, text.temperature, eos_id, pad_id)
-        completions += decode_completions(tokenizer, sampled.response_ids, sampled.response_mask, eos_id)
-        lengths += sampled.response_mask.sum(-1).tolist()
-    return HeldoutCompletions(completions, lengths)
 
 
 def heldout_metrics(lm, tokenizer, task: Task, text: TextEnvConfig, seed: int) -> dict[str, float]:

@@ -21,6 +21,7 @@ from agents.core.group_advantages import (
 )
 from agents.core.objectives import AdvantageEstimator, ReferenceKL
 from agents.text.actor_critic import LMActorCritic, ReferencePolicy, sample_responses
+from agents.text.config import TextEnvConfig
 
 
 class TextBatchSettings(NamedTuple):
@@ -379,3 +380,35 @@ def sample_informative_groups(
         len(fillers),
         sum(int(part.response_mask.sum()) for part in rounds),
     )
+
+
+class HeldoutCompletions(NamedTuple):
+    completions: list[str]
+    lengths: list[int]
+    """Generated tokens of each completion, its EOS included."""
+
+
+@torch.no_grad()
+def heldout_completions(
+    lm, tokenizer, raw_prompts: list[str], text: TextEnvConfig, seed: int, rows: slice = slice(None)
+) -> HeldoutCompletions:
+    """One completion for each of ``raw_prompts[rows]``, sampled as training samples (template, token limit,
+    temperature) with noise for all of ``raw_prompts`` drawn from ``seed`` alone: a prompt's completion depends
+    on the model, the prompts and the seed, not on ``rows`` or the batching."""
+    texts = format_prompts(tokenizer, raw_prompts, text.chat_template)[rows]
+    device = next(lm.parameters()).device
+    eos_id = tokenizer.eos_token_id
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
+    generator = torch.Generator().manual_seed(seed)
+    uniforms = torch.rand(len(raw_prompts), text.max_new_tokens, generator=generator)[rows]
+    completions: list[str] = []
+    lengths: list[int] = []
+    for start in range(0, len(texts), text.forward_batch):
+        ids, mask = left_pad(
+            encode_prompts(tokenizer, texts[start : start + text.forward_batch], text.max_prompt_tokens), pad_id, device
+        )
+        chunk = uniforms[start : start + text.forward_batch].to(device)
+        sampled = sample_responses(lm, ids, mask, chunk, text.temperature, eos_id, pad_id)
+        completions += decode_completions(tokenizer, sampled.response_ids, sampled.response_mask, eos_id)
+        lengths += sampled.response_mask.sum(-1).tolist()
+    return HeldoutCompletions(completions, lengths)

