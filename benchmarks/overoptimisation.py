@@ -67,15 +67,17 @@ def best_of_n(runs_dir: Path) -> None:
     output.write_text(result.stdout)
 
 
-def rl_points(run_dir: Path) -> list[tuple[float, float, float, int]]:
-    """(sqrt KL, held-out proxy, held-out gold, iteration) at every evaluation of a run."""
+def rl_points(run_dir: Path) -> list[tuple[float, float | None, float, int]]:
+    """(sqrt KL, held-out proxy, held-out gold, iteration) at every evaluation of a run; the control, trained on
+    the checker, has no proxy (None) and its reward is the gold."""
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     points = []
     for record in records:
-        if "eval_gold_reward" in record:
+        if "eval_reward" in record:
             kl = record.get("ref_kl", 0.0)  # iteration 0 (the starting policy) has no KL
-            points.append((math.sqrt(max(kl, 0.0)), record["eval_reward"], record["eval_gold_reward"],
-                           record["iteration"]))  # fmt: skip
+            proxy = record["eval_reward"] if "eval_gold_reward" in record else None
+            gold = record.get("eval_gold_reward", record["eval_reward"])
+            points.append((math.sqrt(max(kl, 0.0)), proxy, gold, record["iteration"]))
     return points
 
 
@@ -104,7 +106,8 @@ def plot(runs_dir: Path) -> None:
     for name, points in series.items():
         xs = [p[0] for p in points]
         style = "s--" if name.startswith("best") else "o-"
-        proxy_panel.plot(xs, [p[1] for p in points], style, label=name, markersize=3)
+        if points[0][1] is not None:
+            proxy_panel.plot(xs, [p[1] for p in points], style, label=name, markersize=3)
         gold_panel.plot(xs, [p[2] for p in points], style, label=name, markersize=3)
     proxy_panel.set(title="proxy reward (held-out, logit)", xlabel="sqrt(KL to reference), sqrt(nats)")
     gold_panel.set(title="gold reward: the checker (held-out accuracy)", xlabel="sqrt(KL to reference), sqrt(nats)")
@@ -114,7 +117,8 @@ def plot(runs_dir: Path) -> None:
     lines = ["| series | point | sqrt KL | proxy | gold |", "|---|---|---:|---:|---:|"]
     for name, points in series.items():
         unit = "N" if name.startswith("best") else "iteration"
-        lines += [f"| {name} | {unit} {p[3]} | {p[0]:.2f} | {p[1]:.3f} | {p[2]:.3f} |" for p in points]
+        lines += [f"| {name} | {unit} {p[3]} | {p[0]:.2f} | {'' if p[1] is None else f'{p[1]:.3f}'} | {p[2]:.3f} |"
+                  for p in points]  # fmt: skip
     (runs_dir / "overoptimisation.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
