@@ -26,7 +26,7 @@ class ProxyReport(NamedTuple):
     """How well the proxy predicts the checker on completions of prompts it was not fitted on."""
 
     balanced_accuracy: float
-    """Mean of the accuracy on right and on wrong held-out completions (0.5 = chance, whatever the class balance)."""
+    """Mean of the accuracies on right and on wrong held-out completions (of the classes present; 0.5 = chance)."""
     accuracy: float
     """Share of held-out completions labelled as the checker labels them (logit > 0 means right)."""
     heldout_completions: int
@@ -69,12 +69,12 @@ def fit_proxy(
         raise TaskError(
             f"the proxy needs completions of at least 2 distinct prompts to hold some out, got {len(distinct)}"
         )
-    texts = [prompt + completion for prompt, completion in zip(prompts, completions)]
-    embeddings = encoder.embed_many(texts, MINILM_MAX_TOKENS)
     train_labels = labels[~heldout]
     train_right = float(train_labels.sum())
     if train_right in (0.0, float(len(train_labels))):
         raise TaskError("the proxy's training completions hold one class only; sample more (--proxy-completions)")
+    texts = [prompt + completion for prompt, completion in zip(prompts, completions)]
+    embeddings = encoder.embed_many(texts, MINILM_MAX_TOKENS)  # after every check: embedding is the slow part
     head = train_logistic_head(
         embeddings[~heldout], train_labels, positive_weight=(len(train_labels) - train_right) / train_right
     )
