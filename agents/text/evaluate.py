@@ -20,10 +20,10 @@ from agents.core.distributed import gather_objects, rank, world_size
 from agents.runs.config import config_from_dict, read_config
 from agents.text.actor_critic import POLICY_DIR
 from agents.text.config import TextEnvConfig, TextTrainConfig
-from agents.text.proxy import proxy_reward_task
+from agents.text.proxy import run_task
 from agents.text.rollout import heldout_completions
 from envs.text.models import load_causal_lm
-from envs.text.tasks import Task, checked_scores, task_from_config
+from envs.text.tasks import Task, checked_scores
 
 
 class TextEvaluation(NamedTuple):
@@ -61,14 +61,11 @@ def load_evaluation(run_dir: Path, base: bool) -> LoadedEvaluation:
         )
     disable_progress_bar()
     lm, tokenizer, _ = load_causal_lm(model_spec)
-    task = task_from_config(config.text.task)
-    if config.text.reward == "proxy":  # the run's proxy from the cache, or fitted again on the starting model
 
-        def starting_model():
-            return (lm, tokenizer) if base else load_causal_lm(config.text.model)[:2]
+    def starting_model():  # for a proxy reward that is not cached: fitted again on the model the run started from
+        return (lm, tokenizer) if base else load_causal_lm(config.text.model)[:2]
 
-        task = proxy_reward_task(task, config.text, starting_model)
-    return LoadedEvaluation(config, model_spec, lm, tokenizer, task)
+    return LoadedEvaluation(config, model_spec, lm, tokenizer, run_task(config.text, starting_model))
 
 
 def evaluate_text_run(run_dir: Path, prompts: int, seed: int, base: bool) -> TextEvaluation:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -23,7 +22,8 @@ from agents.core.distributed import gather_objects, rank
 from agents.text.config import TextEnvConfig
 from agents.text.rollout import heldout_completions
 from envs.text.models import resolve_gguf
-from envs.text.tasks import Task, checked_scores, default_cache_dir
+from envs.text.tasks import Task, checked_scores, default_cache_dir, task_from_config
+from envs.text.tasks.base import read_fingerprinted, settings_fingerprint, write_atomically
 from envs.text.tasks.minilm import MiniLMEncoder
 from envs.text.tasks.proxy import ProxyHead, ProxyReport, ProxyRewardTask, fit_proxy
 
@@ -89,33 +89,23 @@ def proxy_reward_task(gold: Task, text: TextEnvConfig, starting_model: Callable)
     is called only then). Every process must call this together."""
     encoder = MiniLMEncoder()
     settings = proxy_settings(text, encoder)
-    fingerprint = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
+    fingerprint = settings_fingerprint(settings)
     cache_file = default_cache_dir() / f"proxy_reward_{fingerprint[:16]}.json"
     cached = None
     if rank() == 0:
-        cached = read_cache(cache_file, fingerprint)
+        cached = read_fingerprinted(cache_file, fingerprint)
         if cached is None:
             head, seconds = fit_on_starting_policy(gold, text, starting_model, encoder)
             cached = {"fingerprint": fingerprint, "settings": settings, "fit_seconds": seconds, **head._asdict()}
             cached["report"] = head.report._asdict()
-            write_cache(cache_file, cached)
+            write_atomically(cache_file, cached)
     cached = gather_objects(cached)[0]  # the first process's, on every process
     head = ProxyHead(cached["weight"], cached["bias"], ProxyReport(**cached["report"]))
     return ProxyRewardTask(gold, head, encoder)
 
 
-def read_cache(cache_file: Path, fingerprint: str) -> dict | None:
-    """The cached proxy if the file parses and carries ``fingerprint``; else None."""
-    try:
-        cached = json.loads(cache_file.read_text())
-    except (OSError, ValueError):
-        return None
-    return cached if isinstance(cached, dict) and cached.get("fingerprint") == fingerprint else None
-
-
-def write_cache(cache_file: Path, cached: dict) -> None:
-    """Write atomically, through a temporary file of this process's own."""
-    cache_file.parent.mkdir(parents=True, exist_ok=True)
-    partial = cache_file.with_name(f"{cache_file.name}.{os.getpid()}.tmp")
-    partial.write_text(json.dumps(cached, indent=1))
-    os.replace(partial, cache_file)
+def run_task(text: TextEnvConfig, starting_model: Callable) -> Task:
+    """The task a run trains and is evaluated on: ``text.task``, scored by its proxy under ``--reward proxy``
+    (``proxy_reward_task``; ``starting_model`` is called only to fit a proxy that is not cached)."""
+    task = task_from_config(text.task)
+    return proxy_reward_task(task, text, starting_model) if text.reward == "proxy" else task

@@ -38,7 +38,7 @@ from agents.runs.session import checkpoint_due, open_run_folder, prepare_run, sa
 from agents.text.actor_critic import POLICY_DIR, LMActorCritic, ReferencePolicy, save_policy_directory
 from agents.text.config import TextTrainConfig, reference_kl_coef, reference_kl_placement, validate_text_config
 from agents.text.evaluate import heldout_metrics
-from agents.text.proxy import PROXY_REPORT_FILE, proxy_reward_task
+from agents.text.proxy import PROXY_REPORT_FILE, run_task
 from agents.text.rollout import (
     TextBatchSettings,
     TextRollout,
@@ -49,7 +49,7 @@ from agents.text.rollout import (
 )
 from agents.text.sharding import gathered_weights, shard_policy, unsharded_copy
 from envs.text.models import load_causal_lm
-from envs.text.tasks import checked_scores, task_from_config
+from envs.text.tasks import checked_scores
 
 
 @dataclass
@@ -220,9 +220,8 @@ def train_text(config: TextTrainConfig) -> Path:
     policy, reference, tokenizer = build_policy(config, device)
     process_seed = run_cfg.seed + rank()  # every process samples its own prompts and completions
     prompts_per_process = text.prompts_per_iteration // world_size()
-    task = task_from_config(text.task)
-    if text.reward == "proxy":  # fitted to the starting policy's samples, before any update or sharding
-        task = proxy_reward_task(task, text, starting_model=lambda: (policy.lm, tokenizer))
+    # a proxy reward is fitted to the starting policy's samples, before any update or sharding
+    task = run_task(text, starting_model=lambda: (policy.lm, tokenizer))
     train_prompts = task.prompts("train")
     params = {name: p.detach() for name, p in policy.named_parameters() if p.requires_grad}
     broadcast_(list(params.values()))  # identical initial weights on every process

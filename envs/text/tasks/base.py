@@ -8,7 +8,9 @@ check, and where offline packages (``installed_package_folder``) and caches (``d
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 import math
 import os
 from pathlib import Path
@@ -107,3 +109,27 @@ def installed_package_folder(module: str, distribution: str) -> Path:
 def default_cache_dir() -> Path:
     """``$PPO_CACHE_DIR`` if set, else ``~/.cache/ppo-two-worlds``."""
     return Path(os.environ.get("PPO_CACHE_DIR") or Path.home() / ".cache" / "ppo-two-worlds")
+
+
+def settings_fingerprint(settings: dict) -> str:
+    """The sha256 of ``settings`` as sorted JSON: names a cached artefact by everything it depends on."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
+
+
+def read_fingerprinted(cache_file: Path, fingerprint: str) -> dict | None:
+    """The cached JSON object if the file exists, parses and carries ``fingerprint``; else None."""
+    try:
+        cached = json.loads(Path(cache_file).read_text())
+    except (OSError, ValueError):
+        return None
+    return cached if isinstance(cached, dict) and cached.get("fingerprint") == fingerprint else None
+
+
+def write_atomically(cache_file: Path, cached: dict) -> None:
+    """Write ``cached`` as JSON through a temporary file of this process's own, then rename it into place:
+    concurrent writers never share a file and readers never see half of one."""
+    cache_file = Path(cache_file)
+    cache_file.parent.mkdir(parents=True, exist_ok=True)
+    partial = cache_file.with_name(f"{cache_file.name}.{os.getpid()}.tmp")
+    partial.write_text(json.dumps(cached, indent=1))
+    os.replace(partial, cache_file)

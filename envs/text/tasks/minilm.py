@@ -11,7 +11,6 @@ import torch
 
 from envs.text.tasks.base import installed_package_folder
 
-MINILM_WIDTH = 384  # all-MiniLM-L6-v2's embedding size (its 1_Pooling/config.json: word_embedding_dimension)
 MINILM_MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length (its sentence_bert_config.json)
 REWARD_HEAD_L2 = 0.5  # sklearn LogisticRegression's default C = 1: penalty ||w||^2 / (2 C n) on the mean log-loss
 ENCODER_BATCH = 64  # reviews per encoder forward while training; 16, 32 and 64 measured equally fast on 1 thread
@@ -63,11 +62,11 @@ def train_logistic_head(
     torch.nn.init.zeros_(head.bias)
     optimizer = torch.optim.LBFGS(head.parameters(), lr=1.0, max_iter=500, line_search_fn="strong_wolfe")
     targets = labels.to(embeddings.dtype)
+    weight = None if positive_weight is None else torch.tensor(positive_weight, dtype=embeddings.dtype)
 
     def closure() -> torch.Tensor:
         optimizer.zero_grad()
         logits = head(embeddings).squeeze(-1)
-        weight = None if positive_weight is None else torch.tensor(positive_weight, dtype=embeddings.dtype)
         loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, targets, pos_weight=weight)
         loss = loss + REWARD_HEAD_L2 / len(targets) * head.weight.pow(2).sum()
         loss.backward()
@@ -75,3 +74,11 @@ def train_logistic_head(
 
     optimizer.step(closure)
     return head.requires_grad_(False)
+
+
+def logistic_head(weight: list[float], bias: float) -> torch.nn.Linear:
+    """A frozen head ``logit = weight . e + bias`` from the numbers ``train_logistic_head`` fitted (as cached)."""
+    head = torch.nn.Linear(len(weight), 1).requires_grad_(False)
+    head.weight.copy_(torch.tensor([weight]))
+    head.bias.fill_(bias)
+    return head

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import torch
 
 from envs.text.tasks.base import Task, TaskError, TaskScores, check_split, checked_scores
-from envs.text.tasks.minilm import MINILM_MAX_TOKENS, MiniLMEncoder, train_logistic_head
+from envs.text.tasks.minilm import MINILM_MAX_TOKENS, MiniLMEncoder, logistic_head, train_logistic_head
 
 RIGHT = 0.5  # a checker score at or above this labels the completion right (reasoning-gym gives partial credit)
 HELDOUT_EVERY = 5  # every 5th distinct prompt's completions are held out: 20 %, the proxy's test set
@@ -100,9 +100,7 @@ class ProxyRewardTask:
         self.gold = gold
         self.name = gold.name
         self.encoder = encoder
-        self.head = torch.nn.Linear(len(head.weight), 1).requires_grad_(False)
-        self.head.weight.copy_(torch.tensor([head.weight]))
-        self.head.bias.fill_(head.bias)
+        self.head = logistic_head(head.weight, head.bias)
         self.report = head.report
 
     def prompts(self, split: str) -> list[str]:

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import csv
 import functools
-import hashlib
 import importlib.metadata
-import json
-import os
 import random
 import re
 import sys
@@ -26,12 +23,21 @@ from typing import ClassVar, Literal, NamedTuple
 import torch
 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
-from envs.text.tasks.base import TaskError, TaskScores, check_split, default_cache_dir, installed_package_folder
+from envs.text.tasks.base import (
+    TaskError,
+    TaskScores,
+    check_split,
+    default_cache_dir,
+    installed_package_folder,
+    read_fingerprinted,
+    settings_fingerprint,
+    write_atomically,
+)
 from envs.text.tasks.minilm import (
     MINILM_MAX_TOKENS,
-    MINILM_WIDTH,
     REWARD_HEAD_L2,
     MiniLMEncoder,
+    logistic_head,
     train_logistic_head,
 )
 
@@ -147,14 +153,12 @@ class LearnedSentimentReward:
         self.max_tokens = config.review_tokens
         self.cache_file = Path(config.cache_dir or default_cache_dir()).expanduser() / CACHE_FILE
         settings = self.settings(config)
-        fingerprint = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
-        cached = self.read_cache(fingerprint)
+        fingerprint = settings_fingerprint(settings)
+        cached = read_fingerprinted(self.cache_file, fingerprint)
         from_cache = cached is not None
         if not from_cache:
             cached = self.train(config, settings, fingerprint)
-        self.head = torch.nn.Linear(MINILM_WIDTH, 1).requires_grad_(False)
-        self.head.weight.copy_(torch.tensor([cached["weight"]]))
-        self.head.bias.copy_(torch.tensor([cached["bias"]]))
+        self.head = logistic_head(cached["weight"], cached["bias"])
         self.report = RewardModelReport(
             cached["heldout_accuracy"],
             cached["train_reviews"],
@@ -181,14 +185,6 @@ class LearnedSentimentReward:
             "l2": REWARD_HEAD_L2,
         }
 
-    def read_cache(self, fingerprint: str) -> dict | None:
-        """The cached head if the file exists, parses and carries ``fingerprint``; else None."""
-        try:
-            cached = json.loads(self.cache_file.read_text())
-        except (OSError, ValueError):
-            return None
-        return cached if isinstance(cached, dict) and cached.get("fingerprint") == fingerprint else None
-
     def train(self, config: SentimentTaskConfig, settings: dict, fingerprint: str) -> dict:
         """Embed the reviews, fit the head, measure held-out accuracy, write the cache atomically."""
         print(
@@ -214,11 +210,7 @@ class LearnedSentimentReward:
             "weight": head.weight[0].tolist(),
             "bias": head.bias.item(),
         }
-        self.cache_file.parent.mkdir(parents=True, exist_ok=True)
-        # One temporary file per process: concurrent trainers never share one.
-        partial = self.cache_file.with_name(f"{CACHE_FILE}.{os.getpid()}.tmp")
-        partial.write_text(json.dumps(cached, indent=1))
-        os.replace(partial, self.cache_file)
+        write_atomically(self.cache_file, cached)
         return cached
 
     @torch.no_grad()
