@@ -14,6 +14,11 @@ thread, so two runs go side by side on 2 cores:
     python benchmarks/overoptimisation.py --runs proxy-kl0 proxy-kl0.5 best-of-n &   # one stream
     python benchmarks/overoptimisation.py --runs proxy-kl0.05 checker-kl0           # the other
     python benchmarks/overoptimisation.py --plot                                     # figure and table
+
+``--experiment sentiment`` does the same on the default sentiment task, where the proxy is the learned reward model
+(MiniLM + logistic head on IMDB labels, ``learned_reward``) and the gold is the VADER lexicon of the completion alone
+(``gold_lexicon``): runs ``learned-kl0``, ``learned-kl0.05``, ``learned-kl0.5``, the control ``lexicon-kl0`` (trained
+on the lexicon) and ``best-of-n`` (chosen by the learned reward), 64 completions of at most 24 tokens per iteration.
 """
 
 from __future__ import annotations
@@ -24,19 +29,55 @@ import math
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TASK = ["arithmetic", "--operand-max", "9", "--operations", "+", "--eval-prompts", "40"]
-RUNS = {"proxy-kl0": ("proxy", 0.0), "proxy-kl0.05": ("proxy", 0.05), "proxy-kl0.5": ("proxy", 0.5)}
-RUNS["checker-kl0"] = ("task", 0.0)
-"""run name -> (--reward, fixed --ref-kl-coef)."""
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One proxy/gold pair: the task's command-line words, its runs and where its metrics say proxy and gold."""
+
+    task: list[str]
+    """The task subcommand and its options, after ``ppo train text``'s own options."""
+    runs: dict[str, tuple[list[str], list[str], float]]
+    """Run name -> (``ppo train text`` options and task options that choose the training reward, the fixed
+    ``--ref-kl-coef``)."""
+    control: str
+    """The run trained on the gold reward itself."""
+    max_new_tokens: int
+    """Token limit of a completion."""
+    proxy_metric: str
+    """The held-out proxy reward in metrics.jsonl (``eval_`` + the task's metric), and in best-of-N's table."""
+    gold_metric: str
+    """The held-out gold reward, likewise."""
+    gold_title: str
+    """What the gold is, for the figure."""
+
+
+EXPERIMENTS = {
+    "arithmetic": Experiment(
+        task=["arithmetic", "--operand-max", "9", "--operations", "+", "--eval-prompts", "40"],
+        runs={"proxy-kl0": (["--reward", "proxy"], [], 0.0), "proxy-kl0.05": (["--reward", "proxy"], [], 0.05),
+              "proxy-kl0.5": (["--reward", "proxy"], [], 0.5), "checker-kl0": (["--reward", "task"], [], 0.0)},
+        control="checker-kl0", max_new_tokens=16, proxy_metric="proxy_reward", gold_metric="gold_reward",
+        gold_title="the checker (held-out accuracy)",
+    ),
+    "sentiment": Experiment(
+        task=["sentiment"],
+        runs={"learned-kl0": ([], [], 0.0), "learned-kl0.05": ([], [], 0.05), "learned-kl0.5": ([], [], 0.5),
+              "lexicon-kl0": ([], ["--reward-model", "lexicon"], 0.0)},
+        control="lexicon-kl0", max_new_tokens=24, proxy_metric="learned_reward", gold_metric="gold_lexicon",
+        gold_title="the VADER lexicon (held-out, -1 to 1)",
+    ),
+}  # fmt: skip
 BEST_OF = 64
 BEST_OF_FILE = "best_of_n.txt"
 
 
-def train(runs_dir: Path, name: str, tokens: int, seed: int) -> None:
-    reward, coef = RUNS[name]
+def train(experiment: Experiment, runs_dir: Path, name: str, tokens: int, seed: int) -> None:
+    options, task_options, coef = experiment.runs[name]
     run_dir = runs_dir / name
     if (run_dir / "policy" / "config.json").exists():
         return
@@ -45,43 +86,44 @@ def train(runs_dir: Path, name: str, tokens: int, seed: int) -> None:
     else:
         arguments = [
             "--seed", str(seed), "--runs-dir", str(runs_dir), "--run-name", name, "--no-progress",
-            "--reward", reward, "--ref-kl-coef", str(coef), "--ref-kl-target", "None",
-            "--prompts-per-iteration", "64", "--max-new-tokens", "16", "--minibatch-size", "16",
-            "--total-steps", str(tokens), "--torch-threads", "1", "--eval-every", "2", "--eval-prompts", "40",
-            "--checkpoint-every", "2", *TASK, "clip",
+            *options, "--ref-kl-coef", str(coef), "--ref-kl-target", "None",
+            "--prompts-per-iteration", "64", "--max-new-tokens", str(experiment.max_new_tokens),
+            "--minibatch-size", "16", "--total-steps", str(tokens), "--torch-threads", "1", "--eval-every", "2",
+            "--eval-prompts", "40", "--checkpoint-every", "2", *experiment.task, *task_options, "clip",
         ]  # fmt: skip
     with open(runs_dir / f"{name}.log", "w") as log:
         subprocess.run([sys.executable, "-m", "agents", "train", "text", *arguments], check=True, cwd=ROOT, stdout=log,
                        stderr=subprocess.STDOUT)  # fmt: skip
 
 
-def best_of_n(runs_dir: Path) -> None:
-    """Best-of-N from the starting model of the proxy runs (``--base``), chosen by the proxy."""
+def best_of_n(experiment: Experiment, runs_dir: Path) -> None:
+    """Best-of-N from the starting model of the RL runs (``--base``), chosen by the proxy."""
     output = runs_dir / BEST_OF_FILE
     if output.exists():
         return
-    command = [sys.executable, "-m", "agents", "eval", str(runs_dir / "proxy-kl0"), "--base", "--best-of",
+    first = next(iter(experiment.runs))
+    command = [sys.executable, "-m", "agents", "eval", str(runs_dir / first), "--base", "--best-of",
                str(BEST_OF), "--episodes", "40", "--seed", "1"]  # fmt: skip
     result = subprocess.run(command, check=True, cwd=ROOT, capture_output=True, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
     output.write_text(result.stdout)
 
 
-def rl_points(run_dir: Path) -> list[tuple[float, float | None, float, int]]:
-    """(sqrt KL, held-out proxy, held-out gold, iteration) at every evaluation of a run; the control, trained on
-    the checker, has no proxy (None) and its reward is the gold."""
+def rl_points(experiment: Experiment, run_dir: Path) -> list[tuple[float, float | None, float, int]]:
+    """(sqrt KL, held-out proxy, held-out gold, iteration) at every evaluation of a run. A run trained on the
+    checker logs no proxy (None) and its reward is the gold."""
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     points = []
     for record in records:
         if "eval_reward" in record:
             kl = record.get("ref_kl", 0.0)  # iteration 0 (the starting policy) has no KL
-            proxy = record["eval_reward"] if "eval_gold_reward" in record else None
-            gold = record.get("eval_gold_reward", record["eval_reward"])
+            proxy = record.get(f"eval_{experiment.proxy_metric}")
+            gold = record.get(f"eval_{experiment.gold_metric}", record["eval_reward"])
             points.append((math.sqrt(max(kl, 0.0)), proxy, gold, record["iteration"]))
     return points
 
 
-def best_of_points(runs_dir: Path) -> list[tuple[float, float, float, int]]:
+def best_of_points(experiment: Experiment, runs_dir: Path) -> list[tuple[float, float, float, int]]:
     """(sqrt KL bound, proxy, gold, N) of each N, read from ``ppo eval --best-of``'s table."""
     lines = (runs_dir / BEST_OF_FILE).read_text().splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("N |"))
@@ -89,19 +131,21 @@ def best_of_points(runs_dir: Path) -> list[tuple[float, float, float, int]]:
     points = []
     for line in lines[header + 1 :]:
         row = dict(zip(names, (float(cell) for cell in line.split("|"))))
-        points.append((math.sqrt(row["KL bound (nats)"]), row["reward"], row["gold_reward"], int(row["N"])))
+        points.append((math.sqrt(row["KL bound (nats)"]), row[experiment.proxy_metric], row[experiment.gold_metric],
+                       int(row["N"])))  # fmt: skip
     return points
 
 
-def plot(runs_dir: Path) -> None:
+def plot(experiment: Experiment, runs_dir: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    series = {name: rl_points(runs_dir / name) for name in RUNS if (runs_dir / name / "metrics.jsonl").exists()}
+    series = {name: rl_points(experiment, runs_dir / name) for name in experiment.runs
+              if (runs_dir / name / "metrics.jsonl").exists()}  # fmt: skip
     if (runs_dir / BEST_OF_FILE).exists():
-        series["best-of-N (proxy)"] = best_of_points(runs_dir)
+        series["best-of-N (proxy)"] = best_of_points(experiment, runs_dir)
     figure, (proxy_panel, gold_panel) = plt.subplots(1, 2, figsize=(11, 4.2))
     for name, points in series.items():
         xs = [p[0] for p in points]
@@ -110,7 +154,7 @@ def plot(runs_dir: Path) -> None:
             proxy_panel.plot(xs, [p[1] for p in points], style, label=name, markersize=3)
         gold_panel.plot(xs, [p[2] for p in points], style, label=name, markersize=3)
     proxy_panel.set(title="proxy reward (held-out, logit)", xlabel="sqrt(KL to reference), sqrt(nats)")
-    gold_panel.set(title="gold reward: the checker (held-out accuracy)", xlabel="sqrt(KL to reference), sqrt(nats)")
+    gold_panel.set(title=f"gold reward: {experiment.gold_title}", xlabel="sqrt(KL to reference), sqrt(nats)")
     gold_panel.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(runs_dir / "overoptimisation.png", dpi=110)
@@ -125,21 +169,29 @@ def plot(runs_dir: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs-dir", type=Path, default=Path("runs/overoptimisation"))
-    parser.add_argument("--runs", nargs="*", default=[], choices=[*RUNS, "best-of-n"], help="what to run, in order")
+    parser.add_argument("--experiment", choices=list(EXPERIMENTS), default="arithmetic")
+    parser.add_argument("--runs-dir", type=Path, default=None, help="default runs/overoptimisation[-sentiment]")
+    parser.add_argument("--runs", nargs="*", default=[], help="what to run, in order: run names and best-of-n")
     parser.add_argument("--tokens", type=int, default=6000, help="generated tokens per RL run")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--plot", action="store_true", help="draw the figure and the table from what has finished")
     args = parser.parse_args()
-    args.runs_dir.mkdir(parents=True, exist_ok=True)
+    experiment = EXPERIMENTS[args.experiment]
+    unknown = [name for name in args.runs if name not in [*experiment.runs, "best-of-n"]]
+    if unknown:
+        parser.error(f"--experiment {args.experiment} has no run {unknown[0]!r}; choose from "
+                     f"{', '.join([*experiment.runs, 'best-of-n'])}")  # fmt: skip
+    suffix = "" if args.experiment == "arithmetic" else f"-{args.experiment}"
+    runs_dir = args.runs_dir or Path(f"runs/overoptimisation{suffix}")
+    runs_dir.mkdir(parents=True, exist_ok=True)
     for name in args.runs:
         if name == "best-of-n":
-            best_of_n(args.runs_dir)
+            best_of_n(experiment, runs_dir)
         else:
-            train(args.runs_dir, name, args.tokens, args.seed)
+            train(experiment, runs_dir, name, args.tokens, args.seed)
         print(f"{name}: done", flush=True)
     if args.plot:
-        plot(args.runs_dir)
+        plot(experiment, runs_dir)
 
 
 if __name__ == "__main__":
