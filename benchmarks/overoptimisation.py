@@ -32,7 +32,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from text_runs import ROOT, train_text_run
 
 
 @dataclass(frozen=True)
@@ -78,22 +78,12 @@ BEST_OF_FILE = "best_of_n.txt"
 
 def train(experiment: Experiment, runs_dir: Path, name: str, tokens: int, seed: int) -> None:
     options, task_options, coef = experiment.runs[name]
-    run_dir = runs_dir / name
-    if (run_dir / "policy" / "config.json").exists():
-        return
-    if (run_dir / "checkpoints" / "latest.pt").exists():
-        arguments = ["--resume", str(run_dir), "--no-progress"]
-    else:
-        arguments = [
-            "--seed", str(seed), "--runs-dir", str(runs_dir), "--run-name", name, "--no-progress",
-            *options, "--ref-kl-coef", str(coef), "--ref-kl-target", "None",
-            "--prompts-per-iteration", "64", "--max-new-tokens", str(experiment.max_new_tokens),
-            "--minibatch-size", "16", "--total-steps", str(tokens), "--torch-threads", "1", "--eval-every", "2",
-            "--eval-prompts", "40", "--checkpoint-every", "2", *experiment.task, *task_options, "clip",
-        ]  # fmt: skip
-    with open(runs_dir / f"{name}.log", "w") as log:
-        subprocess.run([sys.executable, "-m", "agents", "train", "text", *arguments], check=True, cwd=ROOT, stdout=log,
-                       stderr=subprocess.STDOUT)  # fmt: skip
+    train_text_run(runs_dir, name, [
+        "--seed", str(seed), *options, "--ref-kl-coef", str(coef), "--ref-kl-target", "None",
+        "--prompts-per-iteration", "64", "--max-new-tokens", str(experiment.max_new_tokens), "--minibatch-size", "16",
+        "--total-steps", str(tokens), "--torch-threads", "1", "--eval-every", "2", "--eval-prompts", "40",
+        "--checkpoint-every", "2", *experiment.task, *task_options, "clip",
+    ])  # fmt: skip
 
 
 def best_of_n(experiment: Experiment, runs_dir: Path) -> None:

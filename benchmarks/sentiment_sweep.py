@@ -1,0 +1,93 @@
+"""The sentiment defaults sweep (issue #12): which learning rate, prompts per iteration, epochs and reference-KL
+target make the default text run (``ppo train text``: SmolLM2-135M-Instruct on IMDB openings, PPO-Clip) learn most
+within its budget of 7,680 generated tokens.
+
+Each configuration is the default run with some options changed, seed 1, held-out learned reward and VADER gold
+on the first 64 held-out prompts before and after training (``--eval-every 1000 --eval-prompts 64``: the same
+prompts and noise for every configuration, so the "before" column is the same number everywhere). One torch
+thread per run, so two streams of configurations go side by side on 2 cores:
+
+    python benchmarks/sentiment_sweep.py --configs default lr3e-5 lr1e-4 &
+    python benchmarks/sentiment_sweep.py --configs ...
+    python benchmarks/sentiment_sweep.py --table        # the table of what has finished
+
+Wall-clock per run is written beside it (``<name>.seconds``); it is comparable between runs only when they ran
+under the same load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from text_runs import train_text_run
+
+CONFIGS = {
+    "default": [],
+    "lr3e-5": ["--learning-rate", "3e-5"],
+    "lr1e-4": ["--learning-rate", "1e-4"],
+    "lr3e-5-p32": ["--learning-rate", "3e-5", "--prompts-per-iteration", "32", "--minibatch-size", "8"],
+    "lr3e-5-p8": ["--learning-rate", "3e-5", "--prompts-per-iteration", "8", "--minibatch-size", "2"],
+    "lr3e-5-e2": ["--learning-rate", "3e-5", "--epochs", "2"],
+    "lr3e-5-e8": ["--learning-rate", "3e-5", "--epochs", "8"],
+    "lr3e-5-target2": ["--learning-rate", "3e-5", "--ref-kl-target", "2"],
+    "lr3e-5-target12": ["--learning-rate", "3e-5", "--ref-kl-target", "12"],
+    "lr1e-4-target2": ["--learning-rate", "1e-4", "--ref-kl-target", "2"],
+    "lr1e-4-e2": ["--learning-rate", "1e-4", "--epochs", "2"],
+}
+"""configuration name -> the options it changes (``ppo train text``'s, before the task subcommand)."""
+
+
+def run(runs_dir: Path, name: str) -> None:
+    started = time.perf_counter()
+    whole = train_text_run(runs_dir, name, ["--seed", "1", "--torch-threads", "1", "--eval-every", "1000",
+                                            "--eval-prompts", "64", *CONFIGS[name]])  # fmt: skip
+    if whole:
+        (runs_dir / f"{name}.seconds").write_text(f"{time.perf_counter() - started:.0f}\n")
+
+
+def table(runs_dir: Path) -> str:
+    lines = [
+        "| configuration | options | iterations | wall-clock (min) | held-out learned, before → after | held-out gold, "
+        "before → after | ref KL at the end (nats) | length at the end | distinct-token ratio at the end |",
+        "|---|---|---:|---:|---|---|---:|---:|---:|",
+    ]
+    for name, options in CONFIGS.items():
+        metrics = runs_dir / name / "metrics.jsonl"
+        if not (runs_dir / name / "policy" / "config.json").exists():
+            continue
+        records = [json.loads(line) for line in metrics.read_text().splitlines()]
+        evals = [r for r in records if "eval_learned_reward" in r]
+        trained = [r for r in records if "ref_kl" in r]
+        seconds = runs_dir / f"{name}.seconds"
+        minutes = f"{int(seconds.read_text()) / 60:.1f}" if seconds.exists() else "resumed"
+        lines.append(
+            f"| {name} | {' '.join(options) or '(none)'} | {trained[-1]['iteration']} | {minutes} | "
+            f"{evals[0]['eval_learned_reward']:.2f} → {evals[-1]['eval_learned_reward']:.2f} | "
+            f"{evals[0]['eval_gold_lexicon']:.3f} → {evals[-1]['eval_gold_lexicon']:.3f} | "
+            f"{trained[-1]['ref_kl']:.2f} | {trained[-1]['response_length']:.1f} | "
+            f"{trained[-1]['distinct_token_ratio']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs-dir", type=Path, default=Path("runs/sentiment-sweep"))
+    parser.add_argument("--configs", nargs="*", default=[], choices=list(CONFIGS), help="what to run, in order")
+    parser.add_argument("--table", action="store_true", help="print the table of the finished configurations")
+    args = parser.parse_args()
+    args.runs_dir.mkdir(parents=True, exist_ok=True)
+    for name in args.configs:
+        run(args.runs_dir, name)
+        print(f"{name}: done", flush=True)
+    if args.table:
+        text = table(args.runs_dir)
+        (args.runs_dir / "sweep.md").write_text(text + "\n")
+        print(text)
+
+
+if __name__ == "__main__":
+    main()
