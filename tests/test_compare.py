@@ -441,7 +441,8 @@ def test_report_tables_hold_hand_computed_means_stds_and_normalised_scores(synth
     for label, expected in EXPECTED_AVERAGE.items():
         assert float(table1[label]["average"]) == pytest.approx(expected)
     markdown = (out / "report.md").read_text()
-    assert "| clip-0.2 | 1.00 | 0.56 | 0.78 |" in markdown and "| no-clip | 0.13 | 1.00 | 0.57 |" in markdown
+    assert "| clip-0.2 | 1.00 | 0.56 | 0.78 | 0.82 |" in markdown  # the paper's average beside ours
+    assert "| no-clip | 0.13 | 1.00 | 0.57 | -0.39 |" in markdown
     assert "| Hopper-v5 | clip-0.2 | 2 | 2/2 | 10,000 | 150.0 ± 50.0 | 100.0, 200.0 | 1.00 |" in markdown
 
 
