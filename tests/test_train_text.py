@@ -2,6 +2,7 @@
 
 import json
 import math
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from agents.core.objectives import Clip, Penalty
 from agents.runs.checkpoint import load_checkpoint
 from agents.runs.config import RunConfig
 from agents.text.config import TEXT_PPO_DEFAULTS, TextEnvConfig, TextTrainConfig
-from agents.text.evaluate import best_of_n, best_of_n_kl, best_of_n_sizes, evaluate_text_run
+from agents.text.evaluate import best_of_n, best_of_n_kl, best_of_n_sizes, evaluate_text_run, load_evaluation
 from agents.text.rollout import heldout_completions
 from agents.text.train import train_text
 from envs.text.models import build_tiny_model
@@ -161,7 +162,7 @@ def test_critic_warmup_moves_only_the_value_head(tmp_path, custom_task):
 
 
 def test_lora_trains_adapters_only_and_the_reference_is_the_base(tmp_path, custom_task):
-    from agents.text.train import build_policy
+    from agents.text.actor_critic import build_policy
 
     config = tiny_text_config(tmp_path, "lora", custom_task, lora_rank=4)
     run_dir = train_text(config)
@@ -355,6 +356,28 @@ def test_eval_reports_the_task_score_before_and_after(tmp_path):
     assert after.returncode == 0 and before.returncode == 0, after.stderr[-1000:] + before.stderr[-1000:]
     assert "over 5 held-out prompts" in after.stdout and "accuracy" in after.stdout
     assert str(run_dir / "policy") in after.stdout and before.stdout.startswith("tiny")
+
+
+@pytest.mark.parametrize("lora_rank", [0, 4])
+def test_eval_of_a_run_that_has_not_finished_uses_its_latest_checkpoint(tmp_path, custom_task, lora_rank):
+    run_dir = train_text(tiny_text_config(tmp_path, f"stopped{lora_rank}", custom_task, lora_rank=lora_rank))
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+
+    def logits(base: bool) -> torch.Tensor:
+        with torch.no_grad():
+            return load_evaluation(run_dir, base).lm(ids).logits
+
+    finished, start = logits(base=False), logits(base=True)
+    evaluation = evaluate_text_run(run_dir, prompts=4, seed=3, base=False)
+    shutil.rmtree(run_dir / "policy")  # as if stopped after its last checkpoint, which holds the final weights
+    torch.testing.assert_close(logits(base=False), finished)
+    assert not torch.allclose(finished, start, atol=1e-3), "training moved the weights"
+    stopped = evaluate_text_run(run_dir, prompts=4, seed=3, base=False)
+    assert stopped.scores == evaluation.scores and stopped.samples == evaluation.samples
+    assert "iteration 4; the run has not finished" in stopped.model
+    (run_dir / "checkpoints" / "latest.pt").unlink()
+    result = run_ppo("eval", str(run_dir), "--episodes", "5")
+    assert result.returncode != 0 and result.stderr.strip().splitlines()[-1].startswith("error: no checkpoint at")
 
 
 def test_bf16_autocast_trains_on_the_cpu(tmp_path, custom_task):

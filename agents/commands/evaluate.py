@@ -17,7 +17,7 @@ class EvalConfig:
     """Evaluate a checkpoint: mean +- std return over episodes (rendering headless needs MUJOCO_GL=egl)."""
 
     run: tyro.conf.Positional[Path]
-    """Run folder (uses checkpoints/latest.pt) or a checkpoint file; for a text run, its folder."""
+    """Run folder (uses checkpoints/latest.pt) or a checkpoint file; a text run's folder (policy/, else latest.pt)."""
     episodes: int = 10
     """Number of episodes to run (text: number of held-out prompts, one completion each)."""
     base: bool = False

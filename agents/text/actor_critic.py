@@ -18,8 +18,10 @@ import torch
 from torch import nn
 
 from agents.core.kl import kl_k3
+from agents.core.objectives import uses_critic
 from agents.core.policy import Evaluation
-from envs.text.models import without_quantization
+from agents.text.config import TextTrainConfig
+from envs.text.models import load_causal_lm, without_quantization
 
 POLICY_DIR = "policy"
 """A finished text run's trained LM, as an ordinary Hugging Face folder inside the run folder."""
@@ -244,3 +246,28 @@ def save_policy_directory(policy: LMActorCritic, tokenizer, directory: Path) -> 
     tokenizer.save_pretrained(directory)
     if policy.value_head is not None:
         torch.save(policy.value_head.state_dict(), directory / "value_head.pt")
+
+
+def build_policy(config: TextTrainConfig, device: torch.device) -> tuple[LMActorCritic, ReferencePolicy, object]:
+    """The trained actor-critic, its frozen reference, and the tokenizer."""
+    lm, tokenizer, _ = load_causal_lm(config.text.model)
+    if config.text.lora_rank > 0:
+        from peft import LoraConfig, get_peft_model
+
+        lm = get_peft_model(
+            lm,
+            LoraConfig(
+                r=config.text.lora_rank,
+                lora_alpha=config.text.lora_alpha,
+                lora_dropout=0.0,
+                target_modules="all-linear",
+            ),
+        )
+    policy = LMActorCritic(
+        lm,
+        temperature=config.text.temperature,
+        separate_critic=config.text.separate_critic,
+        critic=uses_critic(config.objective),
+    ).to(device)
+    reference = ReferencePolicy(policy.lm, share_base_with_lora=config.text.lora_rank > 0)
+    return policy, reference, tokenizer

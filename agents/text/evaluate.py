@@ -17,8 +17,9 @@ import torch
 from transformers.utils.logging import disable_progress_bar
 
 from agents.core.distributed import gather_objects, rank, world_size
+from agents.runs.checkpoint import CheckpointError, checkpoint_path, load_checkpoint
 from agents.runs.config import config_from_dict, read_config
-from agents.text.actor_critic import POLICY_DIR
+from agents.text.actor_critic import POLICY_DIR, build_policy
 from agents.text.config import TextEnvConfig, TextTrainConfig
 from agents.text.proxy import run_task
 from agents.text.rollout import heldout_completions
@@ -48,24 +49,42 @@ class LoadedEvaluation(NamedTuple):
 
 
 def load_evaluation(run_dir: Path, base: bool) -> LoadedEvaluation:
-    """The run's trained policy (its ``policy/`` folder), or with ``base`` the model it started from."""
+    """The run's trained policy (its ``policy/`` folder; for a run that has not finished, the weights of its
+    latest checkpoint), or with ``base`` the model it started from."""
     saved = read_config(run_dir)
     if saved.get("kind", "mujoco") != TextTrainConfig.kind:
         raise ValueError(f"{run_dir} is a MuJoCo run; text evaluation needs a `ppo train text` run")
     config = config_from_dict(TextTrainConfig, saved)
-    model_spec = config.text.model if base else str(Path(run_dir) / POLICY_DIR)
-    if not base and not (Path(run_dir) / POLICY_DIR).is_dir():
-        raise FileNotFoundError(
-            f"{run_dir} has no {POLICY_DIR}/ yet (it is written when training finishes); "
-            "pass --base to evaluate the starting model"
-        )
     disable_progress_bar()
-    lm, tokenizer, _ = load_causal_lm(model_spec)
+    if base or (Path(run_dir) / POLICY_DIR).is_dir():
+        model_spec = config.text.model if base else str(Path(run_dir) / POLICY_DIR)
+        lm, tokenizer, _ = load_causal_lm(model_spec)
+    else:
+        lm, tokenizer, iteration = checkpointed_lm(Path(run_dir), config)
+        model_spec = f"{checkpoint_path(Path(run_dir))} (iteration {iteration}; the run has not finished)"
 
     def starting_model():  # for a proxy reward that is not cached: fitted again on the model the run started from
         return (lm, tokenizer) if base else load_causal_lm(config.text.model)[:2]
 
     return LoadedEvaluation(config, model_spec, lm, tokenizer, run_task(config.text, starting_model))
+
+
+def checkpointed_lm(run_dir: Path, config: TextTrainConfig) -> tuple[torch.nn.Module, object, int]:
+    """The policy's LM with the trainable weights of the run's latest checkpoint (built as training builds it, so
+    LoRA runs get their adapters), its tokenizer and the checkpoint's iteration; one-line ``CheckpointError`` when
+    there is no checkpoint or it does not fit."""
+    state = load_checkpoint(run_dir)
+    policy, _, tokenizer = build_policy(config, torch.device("cpu"))
+    trainable = {name: p for name, p in policy.named_parameters() if p.requires_grad}
+    missing = set(trainable) - set(state.get("trainable", {}))
+    if missing:
+        raise CheckpointError(
+            f"{checkpoint_path(run_dir)} does not fit the run's model ({len(missing)} trainable tensors missing)"
+        )
+    with torch.no_grad():
+        for name, tensor in trainable.items():
+            tensor.copy_(state["trainable"][name])
+    return policy.lm.eval(), tokenizer, int(state["iteration"])
 
 
 def evaluate_text_run(run_dir: Path, prompts: int, seed: int, base: bool) -> TextEvaluation:

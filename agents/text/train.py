@@ -35,7 +35,7 @@ from agents.core.update import UpdateSchedule, make_minibatch_step, ppo_update
 from agents.runs.checkpoint import CheckpointError, global_rng_state, restore_global_rng_state, to_storable
 from agents.runs.memory import largest_peaks, peak_memory_gb, reset_peak_memory
 from agents.runs.session import checkpoint_due, open_run_folder, prepare_run, save_loop_state
-from agents.text.actor_critic import POLICY_DIR, LMActorCritic, ReferencePolicy, save_policy_directory
+from agents.text.actor_critic import POLICY_DIR, build_policy, save_policy_directory
 from agents.text.config import TextTrainConfig, reference_kl_coef, reference_kl_placement, validate_text_config
 from agents.text.evaluate import heldout_metrics
 from agents.text.proxy import PROXY_REPORT_FILE, run_task
@@ -48,7 +48,6 @@ from agents.text.rollout import (
     sample_informative_groups,
 )
 from agents.text.sharding import gathered_weights, shard_policy, unsharded_copy
-from envs.text.models import load_causal_lm
 from envs.text.tasks import checked_scores
 
 
@@ -78,31 +77,6 @@ def make_reference_controller(config: TextTrainConfig) -> KLController:
     if text.ref_kl_target is None or reference_kl_placement(config) != "reward":
         return FixedPenalty(beta=coef)
     return ProportionalKL(beta=coef, kl_target=text.ref_kl_target, horizon=text.ref_kl_horizon)
-
-
-def build_policy(config: TextTrainConfig, device: torch.device) -> tuple[LMActorCritic, ReferencePolicy, object]:
-    """The trained actor-critic, its frozen reference, and the tokenizer."""
-    lm, tokenizer, _ = load_causal_lm(config.text.model)
-    if config.text.lora_rank > 0:
-        from peft import LoraConfig, get_peft_model
-
-        lm = get_peft_model(
-            lm,
-            LoraConfig(
-                r=config.text.lora_rank,
-                lora_alpha=config.text.lora_alpha,
-                lora_dropout=0.0,
-                target_modules="all-linear",
-            ),
-        )
-    policy = LMActorCritic(
-        lm,
-        temperature=config.text.temperature,
-        separate_critic=config.text.separate_critic,
-        critic=uses_critic(config.objective),
-    ).to(device)
-    reference = ReferencePolicy(policy.lm, share_base_with_lora=config.text.lora_rank > 0)
-    return policy, reference, tokenizer
 
 
 def text_diagnostics(response_ids: torch.Tensor, response_mask: torch.Tensor) -> dict[str, float]:
