@@ -203,6 +203,29 @@ def test_runs_of_ppo_train_and_ppo_compare_get_the_same_labels():
         assert label in PRESETS
 
 
+def test_switching_off_value_clip_and_obs_norm_reaches_the_cells_and_splits_the_report_label(tmp_path):
+    config = tiny_grid(tmp_path, objectives=("clip",), value_clip=False, normalize_observations=False)
+    parsed = cell_config(expand_grid(config)[0], config, tmp_path / "runs" / "grid")
+    assert (parsed.ppo.value_clip, parsed.env.normalize_observations) == (None, False)
+    default = cell_config(expand_grid(tiny_grid(tmp_path))[0], tiny_grid(tmp_path), tmp_path / "runs" / "grid")
+    assert (default.ppo.value_clip, default.env.normalize_observations) == (0.2, True)
+
+    for name, value_clip, normalize, label in [
+        ("both-off", None, False, "clip-0.2 (no value clip, no obs norm)"),
+        ("vclip-off", None, True, "clip-0.2 (no value clip)"),
+        ("default", 0.2, True, "clip-0.2"),
+    ]:
+        run_config = config_to_dict(
+            TrainConfig(
+                env=MujocoEnvConfig(env_id="Hopper-v5", num_steps=1000, normalize_observations=normalize),
+                objective=Clip(),
+                ppo=PPOConfig(total_steps=10_000, value_clip=value_clip),
+            )
+        )
+        write_run(tmp_path / "runs" / name, run_config, mujoco_records(100.0))
+        assert load_run(tmp_path / "runs" / name).objective == label
+
+
 # ---------------------------------------------------------------------------------------------
 # Resume, skip, failures
 

@@ -187,6 +187,10 @@ class CompareConfig:
     """MuJoCo cells: transitions per gradient step (paper: 64); None = ppo train's default."""
     epochs: int | None = None
     """MuJoCo cells: passes over each batch (paper: 10); None = ppo train's default."""
+    value_clip: bool = True
+    """MuJoCo cells: clip the value update (ppo train's default); --no-value-clip passes --value-clip None."""
+    normalize_observations: bool = True
+    """MuJoCo cells: running observation normalisation (ppo train's default); off passes --no-normalize-observations."""
     model: str = DEFAULT_MODEL
     """Text cells: the language model (as ppo train text --model; 'tiny' for smoke runs)."""
     prompts_per_iteration: int | None = None
@@ -322,7 +326,19 @@ def train_args(cell: Cell, config: CompareConfig, grid_dir: Path) -> list[str]:
         "--epochs": config.epochs,
     }
     compile_flag = "--compile" if config.compile else "--no-compile"
-    return ["--env-id", cell.env, *shared, compile_flag, *optional_flags(options), *cell.preset.objective_args]
+    switched_off = [
+        *(() if config.value_clip else ("--value-clip", "None")),
+        *(() if config.normalize_observations else ("--no-normalize-observations",)),
+    ]
+    return [
+        "--env-id",
+        cell.env,
+        *shared,
+        compile_flag,
+        *optional_flags(options),
+        *switched_off,
+        *cell.preset.objective_args,
+    ]
 
 
 def train_command(cell: Cell, *args: str) -> tuple[str, ...]:

@@ -27,7 +27,7 @@ class Run:
     env: str
     """The environment: a MuJoCo id (``Hopper-v5``) or ``text:<task>``."""
     objective: str
-    """The objective label, e.g. ``clip-0.2`` (see ``objective_label``)."""
+    """The objective label, e.g. ``clip-0.2`` (see ``objective_label``), plus ``run_variant``'s note."""
     objective_order: tuple[int, float]
     """Sort key: objective family in the registry's (the paper's) order, then its parameter."""
     uses_beta: bool
@@ -59,6 +59,20 @@ def environment_name(config: Mapping) -> str:
     return config["env"]["env_id"]
 
 
+def run_variant(config: Mapping) -> str:
+    """`` (no value clip, no obs norm)`` for a MuJoCo run with those default details switched off, else ``""``.
+
+    Runs that differ in them must not be averaged together in a report (the PPO paper's code had neither).
+    """
+    if config.get("kind", "mujoco") == "text":
+        return ""
+    off = [
+        *(("no value clip",) if config["ppo"].get("value_clip", 0.2) is None else ()),
+        *(("no obs norm",) if not config["env"].get("normalize_observations", True) else ()),
+    ]
+    return f" ({', '.join(off)})" if off else ""
+
+
 def budget_step(config: Mapping) -> int:
     """The ``global_step`` of a finished run: MuJoCo runs stop after ``total_steps // batch`` whole
     iterations; text runs stop once ``total_steps`` tokens are generated."""
@@ -78,7 +92,7 @@ def load_run(path: Path) -> Run:
             path=Path(path),
             kind=config.get("kind", "mujoco"),
             env=environment_name(config),
-            objective=objective_label(objective),
+            objective=objective_label(objective) + run_variant(config),
             objective_order=(
                 list(OBJECTIVES).index(objective.name),
                 getattr(objective, objective.label_field or "", 0.0),
