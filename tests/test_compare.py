@@ -203,21 +203,27 @@ def test_runs_of_ppo_train_and_ppo_compare_get_the_same_labels():
         assert label in PRESETS
 
 
-def test_switching_off_value_clip_and_obs_norm_reaches_the_cells_and_splits_the_report_label(tmp_path):
+def test_switching_off_value_clip_obs_norm_or_reward_scaling_reaches_the_cells_and_splits_the_label(tmp_path):
     config = tiny_grid(tmp_path, objectives=("clip",), value_clip=False, normalize_observations=False)
     parsed = cell_config(expand_grid(config)[0], config, tmp_path / "runs" / "grid")
-    assert (parsed.ppo.value_clip, parsed.env.normalize_observations) == (None, False)
+    assert (parsed.ppo.value_clip, parsed.env.normalize_observations, parsed.env.scale_rewards) == (None, False, True)
+    config = tiny_grid(tmp_path, scale_rewards=False)
+    parsed = cell_config(expand_grid(config)[0], config, tmp_path / "runs" / "grid")
+    assert (parsed.ppo.value_clip, parsed.env.normalize_observations, parsed.env.scale_rewards) == (0.2, True, False)
     default = cell_config(expand_grid(tiny_grid(tmp_path))[0], tiny_grid(tmp_path), tmp_path / "runs" / "grid")
-    assert (default.ppo.value_clip, default.env.normalize_observations) == (0.2, True)
+    assert (default.ppo.value_clip, default.env.normalize_observations, default.env.scale_rewards) == (0.2, True, True)
 
-    for name, value_clip, normalize, label in [
-        ("both-off", None, False, "clip-0.2 (no value clip, no obs norm)"),
-        ("vclip-off", None, True, "clip-0.2 (no value clip)"),
-        ("default", 0.2, True, "clip-0.2"),
+    for name, value_clip, normalize, scale, label in [
+        ("all-off", None, False, False, "clip-0.2 (no value clip, no obs norm, no reward scaling)"),
+        ("vclip-off", None, True, True, "clip-0.2 (no value clip)"),
+        ("scaling-off", 0.2, True, False, "clip-0.2 (no reward scaling)"),
+        ("default", 0.2, True, True, "clip-0.2"),
     ]:
         run_config = config_to_dict(
             TrainConfig(
-                env=MujocoEnvConfig(env_id="Hopper-v5", num_steps=1000, normalize_observations=normalize),
+                env=MujocoEnvConfig(
+                    env_id="Hopper-v5", num_steps=1000, normalize_observations=normalize, scale_rewards=scale
+                ),
                 objective=Clip(),
                 ppo=PPOConfig(total_steps=10_000, value_clip=value_clip),
             )

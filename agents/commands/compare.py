@@ -191,6 +191,8 @@ class CompareConfig:
     """MuJoCo cells: clip the value update (ppo train's default); --no-value-clip passes --value-clip None."""
     normalize_observations: bool = True
     """MuJoCo cells: running observation normalisation (ppo train's default); off passes --no-normalize-observations."""
+    scale_rewards: bool = True
+    """MuJoCo cells: scale rewards by a running return std (ppo train's default); off passes --no-scale-rewards."""
     model: str = DEFAULT_MODEL
     """Text cells: the language model (as ppo train text --model; 'tiny' for smoke runs)."""
     prompts_per_iteration: int | None = None
@@ -329,6 +331,7 @@ def train_args(cell: Cell, config: CompareConfig, grid_dir: Path) -> list[str]:
     switched_off = [
         *(() if config.value_clip else ("--value-clip", "None")),
         *(() if config.normalize_observations else ("--no-normalize-observations",)),
+        *(() if config.scale_rewards else ("--no-scale-rewards",)),
     ]
     return [
         "--env-id",

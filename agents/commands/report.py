@@ -2,8 +2,8 @@
 paper's normalised score (Table 1), over any run folders written by ``ppo train`` or ``ppo compare``.
 
 Runs are grouped by (environment, objective label); the label comes from config.json (``clip-0.2``,
-``penalty-0.01``, ``fixed-kl-3``, ``no-clip``, plus `` (no value clip, no obs norm)`` for MuJoCo runs with
-those switched off), so runs from both commands group identically.
+``penalty-0.01``, ``fixed-kl-3``, ``no-clip``, plus e.g. `` (no value clip, no obs norm)`` for MuJoCo runs
+with default details switched off), so runs from both commands group identically.
 Everything lands in one folder: PNGs, CSV and markdown tables, ``report.md`` and ``index.html``.
 """
 

@@ -60,15 +60,16 @@ def environment_name(config: Mapping) -> str:
 
 
 def run_variant(config: Mapping) -> str:
-    """`` (no value clip, no obs norm)`` for a MuJoCo run with those default details switched off, else ``""``.
+    """`` (no value clip, no obs norm, no reward scaling)``: the default details a MuJoCo run switched off, or ``""``.
 
-    Runs that differ in them must not be averaged together in a report (the PPO paper's code had neither).
+    Runs that differ in them must not be averaged together in a report (Table 1 studies them: results.md).
     """
     if config.get("kind", "mujoco") == "text":
         return ""
     off = [
         *(("no value clip",) if config["ppo"].get("value_clip", 0.2) is None else ()),
         *(("no obs norm",) if not config["env"].get("normalize_observations", True) else ()),
+        *(("no reward scaling",) if not config["env"].get("scale_rewards", True) else ()),
     ]
     return f" ({', '.join(off)})" if off else ""
 
