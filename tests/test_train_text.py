@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from agents.core.objectives import Clip, Penalty
 from agents.runs.checkpoint import load_checkpoint
@@ -320,6 +321,18 @@ def test_a_saved_policy_directory_is_a_valid_model_argument(tmp_path, custom_tas
     assert source.startswith("directory") and len(tokenizer) == model.config.vocab_size
     second = train_text(tiny_text_config(tmp_path, "second", custom_task, model=str(run_dir / "policy")))
     assert len(metrics(second)) == 4
+
+
+def test_no_keep_checkpoint_drops_the_checkpoint_once_policy_is_saved_and_gives_the_same_weights(tmp_path, custom_task):
+    kept = train_text(tiny_text_config(tmp_path, "kept", custom_task))
+    dropped = train_text(tiny_text_config(tmp_path, "dropped", custom_task, keep_checkpoint=False))
+    assert (kept / "checkpoints" / "latest.pt").is_file()
+    assert not (dropped / "checkpoints" / "latest.pt").exists() and (dropped / "policy" / "config.json").is_file()
+    assert [m["reward"] for m in metrics(kept)] == [m["reward"] for m in metrics(dropped)]
+    kept_weights = load_file(kept / "policy" / "model.safetensors")
+    dropped_weights = load_file(dropped / "policy" / "model.safetensors")
+    assert kept_weights.keys() == dropped_weights.keys()
+    assert all(torch.equal(kept_weights[name], dropped_weights[name]) for name in kept_weights)
 
 
 @pytest.mark.slow

@@ -66,6 +66,8 @@ class TextEnvConfig:
     """Shard the LM's weights, gradients and Adam moments over the processes (FSDP2 fully_shard): bigger models."""
     dtype: Literal["fp32", "bf16"] = "fp32"
     """bf16 autocast for the LM (weights stay fp32); on a CPU it pays only with native bf16 (AVX-512-BF16, AMX)."""
+    keep_checkpoint: bool = True
+    """Keep checkpoints/latest.pt (weights + Adam moments: 1.6 GB for SmolLM2) when the run finishes; policy/ stays."""
     samples_to_log: int = 4
     """Completions written to samples.jsonl and TensorBoard's text tab each iteration."""
     eval_every: int = 0

@@ -32,7 +32,13 @@ from agents.core.kl import FixedPenalty, KLController, ProportionalKL
 from agents.core.objectives import uses_critic
 from agents.core.optimizer import AdamState
 from agents.core.update import UpdateSchedule, make_minibatch_step, ppo_update
-from agents.runs.checkpoint import CheckpointError, global_rng_state, restore_global_rng_state, to_storable
+from agents.runs.checkpoint import (
+    CheckpointError,
+    checkpoint_path,
+    global_rng_state,
+    restore_global_rng_state,
+    to_storable,
+)
 from agents.runs.memory import largest_peaks, peak_memory_gb, reset_peak_memory
 from agents.runs.session import checkpoint_due, open_run_folder, prepare_run, save_loop_state
 from agents.text.actor_critic import POLICY_DIR, build_policy, save_policy_directory
@@ -374,11 +380,13 @@ def train_text(config: TextTrainConfig) -> Path:
             progress.update(min(tokens, ppo_cfg.total_steps - progress.n))
             progress.set_postfix(reward=f"{metrics['reward']:.2f}", kl=f"{mean_ref_kl:.2f}", refresh=False)
 
-            if checkpoint_due(iteration, run_cfg, last=last):
+            if checkpoint_due(iteration, run_cfg, last=last) and (text.keep_checkpoint or not last):
                 save_loop_state(config, run_dir, state)
         exported = unsharded_copy(policy) if text.fsdp else policy
         if rank() == 0:
             save_policy_directory(exported, tokenizer, run_dir / POLICY_DIR)
+            if not text.keep_checkpoint:
+                checkpoint_path(run_dir).unlink(missing_ok=True)  # the last one: policy/ holds the final weights
     finally:
         progress.close()
         logger.close()
