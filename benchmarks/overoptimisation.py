@@ -82,7 +82,7 @@ def train(experiment: Experiment, runs_dir: Path, name: str, tokens: int, seed: 
         "--seed", str(seed), *options, "--ref-kl-coef", str(coef), "--ref-kl-target", "None",
         "--prompts-per-iteration", "64", "--max-new-tokens", str(experiment.max_new_tokens), "--minibatch-size", "16",
         "--total-steps", str(tokens), "--torch-threads", "1", "--eval-every", "2", "--eval-prompts", "40",
-        "--checkpoint-every", "2", *experiment.task, *task_options, "clip",
+        "--checkpoint-every", "2", "--no-keep-checkpoint", *experiment.task, *task_options, "clip",
     ])  # fmt: skip
 
 

@@ -42,8 +42,10 @@ CONFIGS = {
 
 def run(runs_dir: Path, name: str) -> None:
     started = time.perf_counter()
-    whole = train_text_run(runs_dir, name, ["--seed", "1", "--torch-threads", "1", "--eval-every", "1000",
-                                            "--eval-prompts", "64", *CONFIGS[name]])  # fmt: skip
+    whole = train_text_run(runs_dir, name, [
+        "--seed", "1", "--torch-threads", "1", "--eval-every", "1000", "--eval-prompts", "64", "--no-keep-checkpoint",
+        *CONFIGS[name],
+    ])  # fmt: skip
     if whole:
         (runs_dir / f"{name}.seconds").write_text(f"{time.perf_counter() - started:.0f}\n")
 
