@@ -386,7 +386,7 @@ def train_text(config: TextTrainConfig) -> Path:
         if rank() == 0:
             save_policy_directory(exported, tokenizer, run_dir / POLICY_DIR)
             if not text.keep_checkpoint:
-                checkpoint_path(run_dir).unlink(missing_ok=True)  # the last one: policy/ holds the final weights
+                checkpoint_path(run_dir).unlink(missing_ok=True)  # an earlier iteration's; policy/ has the final one
     finally:
         progress.close()
         logger.close()
