@@ -4,8 +4,11 @@ within its budget of 7,680 generated tokens.
 
 Each configuration is the default run with some options changed, seed 1, held-out learned reward and VADER gold
 on the first 64 held-out prompts before and after training (``--eval-every 1000 --eval-prompts 64``: the same
-prompts and noise for every configuration, so the "before" column is the same number everywhere). One torch
-thread per run, so two streams of configurations go side by side on 2 cores:
+prompts and noise for every configuration, so the "before" column is the same number everywhere), and again with
+``ppo eval RUN --episodes 64`` (the same prompts, other noise: seed 12345), whose output is kept in
+``<name>.eval.txt`` (``base.eval.txt`` for the starting model): one sample per prompt is noisy (a standard error
+of about 0.2 on the learned reward), so a configuration is judged on both checks. One torch thread per run, so two
+streams of configurations go side by side on 2 cores:
 
     python benchmarks/sentiment_sweep.py --configs default lr3e-5 lr1e-4 &
     python benchmarks/sentiment_sweep.py --configs ...
@@ -19,10 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
-from text_runs import train_text_run
+from text_runs import ROOT, train_text_run
 
 CONFIGS = {
     "default": [],
@@ -46,14 +53,32 @@ def run(runs_dir: Path, name: str) -> None:
     ])  # fmt: skip
     if whole:
         (runs_dir / f"{name}.seconds").write_text(f"{time.perf_counter() - started:.0f}\n")
+    second_check(runs_dir, name)
+
+
+def second_check(runs_dir: Path, name: str) -> tuple[float, float]:
+    """Held-out learned reward and gold of ``ppo eval RUN --episodes 64`` (``--base`` for ``base``: the starting
+    model, read through the default run), run once and kept in ``<name>.eval.txt``."""
+    output = runs_dir / f"{name}.eval.txt"
+    if not output.exists():
+        run_dir, base = (runs_dir / "default", ["--base"]) if name == "base" else (runs_dir / name, [])
+        command = [sys.executable, "-m", "agents", "eval", str(run_dir), "--episodes", "64", *base]
+        result = subprocess.run(command, check=True, cwd=ROOT, capture_output=True, text=True,
+                                env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
+        output.write_text(result.stdout)
+    found = re.search(r"learned_reward (\S+), gold_lexicon (\S+)", output.read_text())
+    return float(found[1]), float(found[2])
 
 
 def table(runs_dir: Path) -> str:
     lines = [
         "| configuration | options | iterations | wall-clock (min) | held-out learned, before → after | held-out gold, "
-        "before → after | ref KL at the end (nats) | length at the end | distinct-token ratio at the end |",
-        "|---|---|---:|---:|---|---|---:|---:|---:|",
+        "before → after | second check (`ppo eval`): learned, gold after | ref KL at the end (nats) | "
+        "length at the end | distinct-token ratio at the end |",
+        "|---|---|---:|---:|---|---|---|---:|---:|---:|",
     ]
+    base_learned, base_gold = second_check(runs_dir, "base")
+    lines.append(f"| starting model | | 0 | | | | {base_learned:.2f}, {base_gold:.3f} | 0 | | |")
     for name, options in CONFIGS.items():
         metrics = runs_dir / name / "metrics.jsonl"
         if not (runs_dir / name / "policy" / "config.json").exists():
@@ -63,11 +88,12 @@ def table(runs_dir: Path) -> str:
         trained = [r for r in records if "ref_kl" in r]
         seconds = runs_dir / f"{name}.seconds"
         minutes = f"{int(seconds.read_text()) / 60:.1f}" if seconds.exists() else "resumed"
+        learned, gold = second_check(runs_dir, name)
         lines.append(
             f"| {name} | {' '.join(options) or '(none)'} | {trained[-1]['iteration']} | {minutes} | "
             f"{evals[0]['eval_learned_reward']:.2f} → {evals[-1]['eval_learned_reward']:.2f} | "
             f"{evals[0]['eval_gold_lexicon']:.3f} → {evals[-1]['eval_gold_lexicon']:.3f} | "
-            f"{trained[-1]['ref_kl']:.2f} | {trained[-1]['response_length']:.1f} | "
+            f"{learned:.2f}, {gold:.3f} | {trained[-1]['ref_kl']:.2f} | {trained[-1]['response_length']:.1f} | "
             f"{trained[-1]['distinct_token_ratio']:.2f} |"
         )
     return "\n".join(lines)
