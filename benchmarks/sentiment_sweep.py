@@ -1,5 +1,5 @@
 """The sentiment defaults sweep (issue #12): which learning rate, prompts per iteration, epochs and reference-KL
-target make the default text run (``ppo train text``: SmolLM2-135M-Instruct on IMDB openings, PPO-Clip) learn most
+coefficient make the default text run (``ppo train text``: SmolLM2-135M-Instruct on IMDB openings, PPO-Clip) learn most
 within its budget of 7,680 generated tokens.
 
 Each configuration is the default run with some options changed, seed 1, held-out learned reward and VADER gold
@@ -10,8 +10,8 @@ prompts and noise for every configuration, so the "before" column is the same nu
 of about 0.2 on the learned reward), so a configuration is judged on both checks. One torch thread per run, so two
 streams of configurations go side by side on 2 cores:
 
-    python benchmarks/sentiment_sweep.py --configs default lr3e-5 lr1e-4 &
-    python benchmarks/sentiment_sweep.py --configs ...
+    python benchmarks/sentiment_sweep.py --configs default lr3e-5 lr1e-4 p32 &
+    python benchmarks/sentiment_sweep.py --configs p8 e2 e8 kl0.05
     python benchmarks/sentiment_sweep.py --table        # the table of what has finished
 
 Wall-clock per run is written beside it (``<name>.seconds``); it is comparable between runs only when they ran
@@ -73,12 +73,12 @@ def second_check(runs_dir: Path, name: str) -> tuple[float, float]:
 def table(runs_dir: Path) -> str:
     lines = [
         "| configuration | options | iterations | wall-clock (min) | held-out learned, before → after | held-out gold, "
-        "before → after | second check (`ppo eval`): learned, gold after | ref KL at the end (nats) | "
-        "length at the end | distinct-token ratio at the end |",
-        "|---|---|---:|---:|---|---|---|---:|---:|---:|",
+        "before → after | second check (`ppo eval`): learned, gold | gain, mean of the two checks: learned, gold | "
+        "ref KL at the end (nats) | length at the end | distinct-token ratio at the end |",
+        "|---|---|---:|---:|---|---|---|---|---:|---:|---:|",
     ]
     base_learned, base_gold = second_check(runs_dir, "base")
-    lines.append(f"| starting model | | 0 | | | | {base_learned:.2f}, {base_gold:.3f} | 0 | | |")
+    lines.append(f"| starting model | | 0 | | | | {base_learned:.2f}, {base_gold:.3f} | | 0 | | |")
     for name, options in CONFIGS.items():
         metrics = runs_dir / name / "metrics.jsonl"
         if not (runs_dir / name / "policy" / "config.json").exists():
@@ -89,11 +89,16 @@ def table(runs_dir: Path) -> str:
         seconds = runs_dir / f"{name}.seconds"
         minutes = f"{int(seconds.read_text()) / 60:.1f}" if seconds.exists() else "resumed"
         learned, gold = second_check(runs_dir, name)
+        first, last = evals[0], evals[-1]
+        learned_gain = (last["eval_learned_reward"] - first["eval_learned_reward"] + learned - base_learned) / 2
+        gold_gain = (last["eval_gold_lexicon"] - first["eval_gold_lexicon"] + gold - base_gold) / 2
         lines.append(
             f"| {name} | {' '.join(options) or '(none)'} | {trained[-1]['iteration']} | {minutes} | "
             f"{evals[0]['eval_learned_reward']:.2f} → {evals[-1]['eval_learned_reward']:.2f} | "
             f"{evals[0]['eval_gold_lexicon']:.3f} → {evals[-1]['eval_gold_lexicon']:.3f} | "
-            f"{learned:.2f}, {gold:.3f} | {trained[-1]['ref_kl']:.2f} | {trained[-1]['response_length']:.1f} | "
+            f"{learned:.2f}, {gold:.3f} | "
+            f"{learned_gain:+.2f}, {gold_gain:+.3f} | "
+            f"{trained[-1]['ref_kl']:.2f} | {trained[-1]['response_length']:.1f} | "
             f"{trained[-1]['distinct_token_ratio']:.2f} |"
         )
     return "\n".join(lines)
