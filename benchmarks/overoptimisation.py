@@ -77,7 +77,7 @@ EXPERIMENTS = {
               "lexicon-kl0": ([], ["--reward-model", "lexicon"], 0.0)},
         control="lexicon-kl0", max_new_tokens=24, proxy_metric="learned_reward", gold_metric="gold_lexicon",
         gold_title="the VADER lexicon (held-out, -1 to 1)", tokens=23040, eval_prompts=64,
-        # 3x the default learning rate: the default moves the policy 0.65 nats in 7,680 tokens (docs/text_tasks.md)
+        # 3x the default learning rate, so the policy travels several nats (implementation_details 96)
         train_options=["--learning-rate", "3e-5"],
     ),
 }  # fmt: skip
