@@ -19,7 +19,7 @@ thread, so two runs go side by side on 2 cores:
 (MiniLM + logistic head on IMDB labels, ``learned_reward``) and the gold is the VADER lexicon of the completion alone
 (``gold_lexicon``): runs ``learned-kl0``, ``learned-kl0.05``, ``learned-kl0.5``, the control ``lexicon-kl0`` (trained
 on the lexicon) and ``best-of-n`` (chosen by the learned reward), 64 completions of at most 24 tokens per iteration,
-learning rate 3e-5, 23,040 generated tokens (15 iterations), 64 held-out prompts.
+learning rate 3e-5, 23,040 generated tokens (about 16 iterations), 64 held-out prompts.
 """
 
 from __future__ import annotations
@@ -27,13 +27,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from text_runs import ROOT, train_text_run
+from text_runs import ppo_eval_once, train_text_run
 
 
 @dataclass(frozen=True)
@@ -98,15 +95,9 @@ def train(experiment: Experiment, runs_dir: Path, name: str, tokens: int, seed: 
 
 def best_of_n(experiment: Experiment, runs_dir: Path) -> None:
     """Best-of-N from the starting model of the RL runs (``--base``), chosen by the proxy."""
-    output = runs_dir / BEST_OF_FILE
-    if output.exists():
-        return
     first = next(iter(experiment.runs))
-    command = [sys.executable, "-m", "agents", "eval", str(runs_dir / first), "--base", "--best-of",
-               str(BEST_OF), "--episodes", str(experiment.eval_prompts), "--seed", "1"]  # fmt: skip
-    result = subprocess.run(command, check=True, cwd=ROOT, capture_output=True, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
-    output.write_text(result.stdout)
+    ppo_eval_once([str(runs_dir / first), "--base", "--best-of", str(BEST_OF), "--episodes",
+                   str(experiment.eval_prompts), "--seed", "1"], runs_dir / BEST_OF_FILE)  # fmt: skip
 
 
 def rl_points(experiment: Experiment, run_dir: Path) -> list[tuple[float, float | None, float, int]]:

@@ -22,14 +22,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from text_runs import ROOT, train_text_run
+from text_runs import ppo_eval_once, train_text_run
 
 CONFIGS = {
     "default": [],
@@ -59,14 +56,9 @@ def run(runs_dir: Path, name: str) -> None:
 def second_check(runs_dir: Path, name: str) -> tuple[float, float]:
     """Held-out learned reward and gold of ``ppo eval RUN --episodes 64`` (``--base`` for ``base``: the starting
     model, read through the default run), run once and kept in ``<name>.eval.txt``."""
-    output = runs_dir / f"{name}.eval.txt"
-    if not output.exists():
-        run_dir, base = (runs_dir / "default", ["--base"]) if name == "base" else (runs_dir / name, [])
-        command = [sys.executable, "-m", "agents", "eval", str(run_dir), "--episodes", "64", *base]
-        result = subprocess.run(command, check=True, cwd=ROOT, capture_output=True, text=True,
-                                env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
-        output.write_text(result.stdout)
-    found = re.search(r"learned_reward (\S+), gold_lexicon (\S+)", output.read_text())
+    run_dir, base = (runs_dir / "default", ["--base"]) if name == "base" else (runs_dir / name, [])
+    text = ppo_eval_once([str(run_dir), "--episodes", "64", *base], runs_dir / f"{name}.eval.txt")
+    found = re.search(r"learned_reward (\S+), gold_lexicon (\S+)", text)
     return float(found[1]), float(found[2])
 
 
@@ -94,8 +86,8 @@ def table(runs_dir: Path) -> str:
         gold_gain = (last["eval_gold_lexicon"] - first["eval_gold_lexicon"] + gold - base_gold) / 2
         lines.append(
             f"| {name} | {' '.join(options) or '(none)'} | {trained[-1]['iteration']} | {minutes} | "
-            f"{evals[0]['eval_learned_reward']:.2f} → {evals[-1]['eval_learned_reward']:.2f} | "
-            f"{evals[0]['eval_gold_lexicon']:.3f} → {evals[-1]['eval_gold_lexicon']:.3f} | "
+            f"{first['eval_learned_reward']:.2f} → {last['eval_learned_reward']:.2f} | "
+            f"{first['eval_gold_lexicon']:.3f} → {last['eval_gold_lexicon']:.3f} | "
             f"{learned:.2f}, {gold:.3f} | "
             f"{learned_gain:+.2f}, {gold_gain:+.3f} | "
             f"{trained[-1]['ref_kl']:.2f} | {trained[-1]['response_length']:.1f} | "

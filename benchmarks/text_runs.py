@@ -3,6 +3,7 @@ runs of a few minutes to an hour, and any of them may be stopped and started aga
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,3 +27,13 @@ def train_text_run(runs_dir: Path, name: str, arguments: list[str]) -> bool:
         subprocess.run([sys.executable, "-m", "agents", "train", "text", *arguments], check=True, cwd=ROOT, stdout=log,
                        stderr=subprocess.STDOUT)  # fmt: skip
     return not resuming
+
+
+def ppo_eval_once(arguments: list[str], output: Path) -> str:
+    """Run ``ppo eval ARGUMENTS`` on one torch thread and keep its output in ``output``; if that file exists, read it
+    instead (an evaluation of a finished run does not change)."""
+    if not output.exists():
+        result = subprocess.run([sys.executable, "-m", "agents", "eval", *arguments], check=True, cwd=ROOT,
+                                capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
+        output.write_text(result.stdout)
+    return output.read_text()
