@@ -20,6 +20,9 @@ thread, so two runs go side by side on 2 cores:
 (``gold_lexicon``): runs ``learned-kl0``, ``learned-kl0.05``, ``learned-kl0.5``, the control ``lexicon-kl0`` (trained
 on the lexicon) and ``best-of-n`` (chosen by the learned reward), 64 completions of at most 24 tokens per iteration,
 learning rate 3e-5, 23,040 generated tokens (about 16 iterations), 64 held-out prompts.
+
+``--plot --earlier-table docs/reports/.../overoptimisation.md`` takes the series a runs dir lacks from an earlier
+table, so a figure can be finished on a machine where only some of the runs were re-run.
 """
 
 from __future__ import annotations
@@ -127,7 +130,18 @@ def best_of_points(experiment: Experiment, runs_dir: Path) -> list[tuple[float, 
     return points
 
 
-def plot(experiment: Experiment, runs_dir: Path) -> None:
+def table_points(table: Path) -> dict[str, list[tuple[float, float | None, float, int]]]:
+    """Every series of an earlier ``--plot`` table (its ``overoptimisation.md``), as ``rl_points`` gives them."""
+    series: dict[str, list[tuple[float, float | None, float, int]]] = {}
+    for line in table.read_text().splitlines()[2:]:
+        name, point, sqrt_kl, proxy, gold = (cell.strip() for cell in line.strip("|").split("|"))
+        series.setdefault(name, []).append(
+            (float(sqrt_kl), float(proxy) if proxy else None, float(gold), int(point.split()[1]))
+        )
+    return series
+
+
+def plot(experiment: Experiment, runs_dir: Path, earlier_table: Path | None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -137,6 +151,9 @@ def plot(experiment: Experiment, runs_dir: Path) -> None:
               if (runs_dir / name / "metrics.jsonl").exists()}  # fmt: skip
     if (runs_dir / BEST_OF_FILE).exists():
         series["best-of-N (proxy)"] = best_of_points(experiment, runs_dir)
+    if earlier_table is not None:
+        earlier = table_points(earlier_table)
+        series = {name: series.get(name) or earlier[name] for name in [*earlier, *series]}
     figure, (proxy_panel, gold_panel) = plt.subplots(1, 2, figsize=(11, 4.2))
     for name, points in series.items():
         xs = [p[0] for p in points]
@@ -166,6 +183,12 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=None, help="generated tokens per RL run (default: experiment's)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--plot", action="store_true", help="draw the figure and the table from what has finished")
+    parser.add_argument(
+        "--earlier-table",
+        type=Path,
+        default=None,
+        help="with --plot: an earlier overoptimisation.md whose series fill in runs missing here",
+    )
     args = parser.parse_args()
     experiment = EXPERIMENTS[args.experiment]
     unknown = [name for name in args.runs if name not in [*experiment.runs, "best-of-n"]]
@@ -182,7 +205,9 @@ def main() -> None:
             train(experiment, runs_dir, name, args.tokens or experiment.tokens, args.seed)
         print(f"{name}: done", flush=True)
     if args.plot:
-        plot(experiment, runs_dir)
+        if args.earlier_table is not None and not args.earlier_table.is_file():
+            parser.error(f"--earlier-table {args.earlier_table} is not a file; give an overoptimisation.md from --plot")
+        plot(experiment, runs_dir, args.earlier_table)
 
 
 if __name__ == "__main__":
