@@ -458,6 +458,7 @@ def test_report_tables_hold_hand_computed_means_stds_and_normalised_scores(synth
                 np.std(finals)
             )
             assert row["seeds"] == "1 2" and float(row["random_return"]) == RANDOM_RETURNS[env_id]
+            assert row["finished"] == "True True"
     for (env_id, label), expected in EXPECTED_NORMALIZED.items():
         assert float(rows[(env_id, label)]["normalized_score"]) == pytest.approx(expected)
     assert float(rows[("text:sentiment", "clip-0.2")]["mean"]) == pytest.approx(4.0)
@@ -602,6 +603,9 @@ def test_finished_runs_that_stop_a_few_tokens_apart_both_count_to_the_end(tmp_pa
         2.0,
         2.0,
     ]  # "early" holds 1.0 at 800; "cut" drops out after 300
+    write_report([tmp_path / name for name in ("early", "late", "cut")], tmp_path / "report")
+    (row,) = read_csv(tmp_path / "report" / "final_scores.csv")
+    assert (row["seeds"], row["finished"]) == ("1 2 3", "True True False")
 
 
 def test_random_baseline_is_measured_cached_and_reused(tmp_path):

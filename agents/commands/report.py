@@ -666,7 +666,8 @@ def normalized_table(
 def write_final_scores_csv(
     path: Path, scores: Sequence[GroupScore], normalized: Mapping, random_returns: Mapping[str, float]
 ) -> None:
-    """``final_scores.csv``: one row per (environment, objective) with full-precision numbers."""
+    """``final_scores.csv``: one row per (environment, objective) with full-precision numbers; space-separated
+    lists (seeds, final steps, finished, per-seed scores) run in the order of the seeds."""
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(
@@ -677,6 +678,7 @@ def write_final_scores_csv(
                 "measure",
                 "seeds",
                 "final_steps",
+                "finished",
                 "mean",
                 "std",
                 "per_seed",
@@ -693,6 +695,7 @@ def write_final_scores_csv(
                     score_measure(s.kind),
                     " ".join(map(str, s.seeds)),
                     " ".join(map(str, s.final_steps)),
+                    " ".join(map(str, s.finished)),
                     repr(s.mean),
                     repr(s.std),
                     " ".join(repr(v) for v in s.scores),

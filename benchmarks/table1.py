@@ -1,0 +1,170 @@
+"""The PPO paper's Table 1 put together from per-environment ``ppo report`` folders (issue #13).
+
+The full grid (eleven settings x seven MuJoCo v5 tasks x seeds 1-3, 1M steps) takes about seven hours on 2 cores,
+more than one machine session, so it runs one environment at a time, each into its own grid, and each
+environment's report (``final_scores.csv``, ``random_baselines.json``, figures) is kept under
+``docs/reports/table1/<env>/``:
+
+    ppo compare --runs-dir runs/table1 --name Hopper-v5 --envs Hopper-v5 --objectives paper --seeds 1 2 3 \\
+        --total-steps 1000000 --jobs 2 --random-episodes 100
+    cp -r runs/table1/Hopper-v5/report docs/reports/table1/Hopper-v5
+
+The paper's score normalises each task on its own (random policy 0, best setting 1), so the per-environment reports
+add up to the table exactly. This script reads them and writes ``table1.md`` and ``table1.csv``: the normalised
+score of every (setting, task) cell, the eleven averages beside the paper's, the returns, the random baselines with
+their episode counts, how complete the grid is, and the cells run with value clipping and observation normalisation
+off (``--details-off``: their reports, normalised against the same task's random policy and best default setting).
+
+    python benchmarks/table1.py docs/reports/table1/*-v5 --details-off docs/reports/table1/details-off
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+from pathlib import Path
+
+from agents.commands.report import (
+    PAPER_TABLE1,
+    RANDOM_BASELINES_FILE,
+    GroupScore,
+    average_normalized,
+    format_number,
+    normalized_scores,
+)
+from agents.runs.logger import markdown_table
+
+SEEDS = 3
+"""Seeds per cell in the paper's Table 1."""
+TASKS = ("HalfCheetah-v5", "Hopper-v5", "InvertedDoublePendulum-v5", "InvertedPendulum-v5", "Reacher-v5",
+         "Swimmer-v5", "Walker2d-v5")  # fmt: skip
+"""The paper's seven tasks, in today's v5 versions."""
+SETTINGS = tuple(PAPER_TABLE1)
+"""The paper's eleven settings, in its order (our labels)."""
+
+
+def read_scores(report: Path) -> list[GroupScore]:
+    """The (environment, objective) rows of a report's ``final_scores.csv``."""
+    path = report / "final_scores.csv"
+    if not path.is_file():
+        raise SystemExit(f"{path} does not exist; give report folders written by ppo report or ppo compare")
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    if rows and "finished" not in rows[0]:
+        raise SystemExit(f"{path} has no finished column (an older report); write it again with ppo report")
+    return [
+        GroupScore(
+            env=row["env"],
+            kind=row["kind"],
+            objective=row["objective"],
+            seeds=tuple(int(seed) for seed in row["seeds"].split()),
+            scores=tuple(float(score) for score in row["per_seed"].split()),
+            final_steps=tuple(int(step) for step in row["final_steps"].split()),
+            finished=tuple(flag == "True" for flag in row["finished"].split()),
+        )
+        for row in rows
+    ]
+
+
+def read_random(report: Path) -> dict[str, dict]:
+    """A report's ``random_baselines.json``: env -> {mean_return, episodes, ...}."""
+    return json.loads((report / RANDOM_BASELINES_FILE).read_text(encoding="utf-8"))
+
+
+def complete(score: GroupScore) -> bool:
+    """Whether a cell has the paper's number of seeds, every one finished."""
+    return len(score.seeds) >= SEEDS and all(score.finished)
+
+
+def mean_std(cell: GroupScore | None) -> str:
+    """``mean ± std`` of a cell's returns over seeds, '' for a cell that did not run."""
+    return f"{format_number(cell.mean)} ± {format_number(cell.std, like=cell.mean)}" if cell else ""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("reports", nargs="+", type=Path, help="report folders of the default-settings grid")
+    parser.add_argument("--details-off", nargs="*", type=Path, default=[], help="report folders of the ablation")
+    parser.add_argument("--out", type=Path, default=Path("docs/reports/table1"))
+    args = parser.parse_args()
+
+    scores = [s for report in args.reports for s in read_scores(report) if s.objective in SETTINGS]
+    random = {env: entry for report in [*args.details_off, *args.reports] for env, entry in read_random(report).items()}
+    envs = [env for env in TASKS if any(s.env == env for s in scores)]
+    normalized = normalized_scores(scores, {env: random[env]["mean_return"] for env in envs})
+    by_cell = {(s.env, s.objective): s for s in scores}
+    cells_done = sum(complete(s) for s in scores)
+    averages = average_normalized(normalized)
+
+    def mark(env: str, setting: str) -> str:
+        """A cell's normalised score, starred when it has fewer seeds than the paper or an unfinished one."""
+        if (env, setting) not in normalized:
+            return ""
+        return f"{normalized[(env, setting)]:.2f}" + ("" if complete(by_cell[(env, setting)]) else "*")
+
+    ours_rank = sorted(averages, key=lambda s: -averages[s])
+    paper_rank = sorted(averages, key=lambda s: -PAPER_TABLE1[s])  # among the settings run so far
+    header = ["setting", *envs, "average (ours)", "rank", "paper's Table 1", "paper's rank (among these)"]
+    rows = [
+        [setting, *(mark(env, setting) for env in envs), f"**{averages[setting]:.2f}**",
+         str(ours_rank.index(setting) + 1), f"{PAPER_TABLE1[setting]:.2f}", str(paper_rank.index(setting) + 1)]
+        for setting in SETTINGS if setting in averages
+    ]  # fmt: skip
+    returns_rows = [
+        [setting, *(mean_std(by_cell.get((env, setting))) for env in envs)]
+        for setting in SETTINGS if any((env, setting) in by_cell for env in envs)
+    ]  # fmt: skip
+    returns_rows.append(["random policy", *(format_number(random[env]["mean_return"]) for env in envs)])
+    returns_rows.append(["random policy: episodes", *(str(random[env]["episodes"]) for env in envs)])
+
+    lines = [
+        f"{cells_done} of {len(TASKS) * len(SETTINGS)} cells done ({SEEDS} finished seeds each); tasks so far: "
+        f"{', '.join(envs)}. * = fewer seeds or an unfinished one.",
+        "",
+        "Normalised score (random policy 0, the task's best setting 1), the average over the tasks so far:",
+        "",
+        markdown_table(header, rows),
+        "",
+        "Return at 1M steps (mean of the last 100 training episodes; mean ± population std over seeds):",
+        "",
+        markdown_table(["setting", *envs], returns_rows),
+    ]
+    details = [s for report in args.details_off for s in read_scores(report)]
+    if details:
+        detail_rows = []
+        for cell in details:
+            setting = cell.objective.split(" (")[0]
+            default = by_cell.get((cell.env, setting))
+            best = max((c.mean for c in scores if c.env == cell.env), default=math.nan)
+            base = random[cell.env]["mean_return"]
+            detail_rows.append([
+                cell.env, cell.objective, mean_std(cell),
+                ", ".join(format_number(v, like=cell.mean) for v in cell.scores),
+                f"{(cell.mean - base) / (best - base):.2f}", mean_std(default),
+                f"{normalized[(cell.env, setting)]:.2f}" if default else "",
+            ])  # fmt: skip
+        lines += [
+            "",
+            "Implementation details off (normalised against the same random policy and best default-settings cell):",
+            "",
+            markdown_table(
+                ["env", "setting", "return", "per seed", "normalised", "defaults: return", "defaults: normalised"],
+                detail_rows,
+            ),
+        ]
+    text = "\n".join(lines) + "\n"
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "table1.md").write_text(text, encoding="utf-8")
+    with open(args.out / "table1.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["setting", *envs, "average", "paper"])
+        for setting in (s for s in SETTINGS if s in averages):
+            writer.writerow([setting, *(repr(normalized.get((env, setting), math.nan)) for env in envs),
+                             repr(averages[setting]), PAPER_TABLE1[setting]])  # fmt: skip
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
