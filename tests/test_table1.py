@@ -1,0 +1,77 @@
+"""benchmarks/table1.py: per-environment reports add up to the PPO paper's Table 1, checked against hand values."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "table1.py"
+COLUMNS = ["env", "kind", "objective", "measure", "seeds", "final_steps", "finished", "mean", "std", "per_seed",
+           "random_return", "normalized_score"]  # fmt: skip
+
+
+def write_report(folder: Path, random: dict[str, float], cells: list[tuple[str, str, list[float], list[bool]]]) -> Path:
+    """A report folder as ``ppo report`` writes it, reduced to what the script reads."""
+    folder.mkdir(parents=True)
+    entries = {env: {"mean_return": value, "episodes": 100, "seed": 0} for env, value in random.items()}
+    (folder / "random_baselines.json").write_text(json.dumps(entries))
+    with open(folder / "final_scores.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer.writeheader()
+        for env, objective, scores, finished in cells:
+            writer.writerow({
+                "env": env, "kind": "mujoco", "objective": objective, "measure": "episode_return",
+                "seeds": " ".join(str(seed) for seed in range(1, len(scores) + 1)),
+                "final_steps": " ".join("999424" for _ in scores), "finished": " ".join(map(str, finished)),
+                "mean": repr(sum(scores) / len(scores)), "std": "0.0", "per_seed": " ".join(map(repr, scores)),
+                "random_return": "", "normalized_score": "",
+            })  # fmt: skip
+    return folder
+
+
+def run_script(*arguments: str | Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *map(str, arguments)], capture_output=True, text=True)
+
+
+def test_reports_of_one_env_each_add_up_to_hand_computed_table1(tmp_path):
+    done = [True, True, True]
+    hopper = write_report(tmp_path / "Hopper-v5", {"Hopper-v5": 0.0}, [
+        ("Hopper-v5", "clip-0.2", [900.0, 1000.0, 1100.0], done),
+        ("Hopper-v5", "penalty-0.01", [600.0, 600.0, 600.0], [True, True, False]),
+    ])  # fmt: skip
+    walker = write_report(tmp_path / "Walker2d-v5", {"Walker2d-v5": 100.0}, [
+        ("Walker2d-v5", "clip-0.2", [500.0, 500.0, 500.0], done),
+        ("Walker2d-v5", "penalty-0.01", [1000.0, 1000.0, 1000.0], done),
+    ])  # fmt: skip
+    details = write_report(tmp_path / "details-off", {"Hopper-v5": 0.0}, [
+        ("Hopper-v5", "clip-0.2 (no value clip, no obs norm)", [800.0, 800.0, 800.0], done),
+    ])  # fmt: skip
+    result = run_script(hopper, walker, "--details-off", details, "--out", tmp_path / "table1")
+    assert result.returncode == 0, result.stderr
+    table = (tmp_path / "table1" / "table1.md").read_text()
+    # Hopper: clip (1000 - 0) / 1000 = 1, penalty 600 / 1000 = 0.6 (one seed unfinished: starred);
+    # Walker2d: clip (500 - 100) / (1000 - 100) = 0.444, penalty 1; averages 0.722 and 0.8
+    assert "3 of 77 cells done" in table
+    assert "| clip-0.2 | 1.00 | 0.44 | **0.72** | 2 | 0.82 | 1 |" in table
+    assert "| penalty-0.01 | 0.60* | 1.00 | **0.80** | 1 | 0.74 | 2 |" in table
+    assert "| random policy: episodes | 100 | 100 |" in table
+    # the ablation is normalised against Hopper's best default cell (1000) and random policy (0): 0.8
+    assert "| Hopper-v5 | clip-0.2 (no value clip, no obs norm) | 800.0 ± 0.0 | 800.0, 800.0, 800.0 | 0.80 | " in table
+    with open(tmp_path / "table1" / "table1.csv", newline="") as handle:
+        rows = {row["setting"]: row for row in csv.DictReader(handle)}
+    assert float(rows["clip-0.2"]["average"]) == pytest.approx((1.0 + 400 / 900) / 2)
+    assert float(rows["penalty-0.01"]["Hopper-v5"]) == pytest.approx(0.6)
+
+
+def test_a_report_without_the_finished_column_gets_a_one_line_error(tmp_path):
+    report = write_report(tmp_path / "old", {"Hopper-v5": 0.0}, [("Hopper-v5", "clip-0.2", [1.0], [True])])
+    rows = (report / "final_scores.csv").read_text().replace(",finished", "").replace(",True,", ",")
+    (report / "final_scores.csv").write_text(rows)
+    result = run_script(report, "--out", tmp_path / "table1")
+    assert result.returncode != 0
+    assert "has no finished column (an older report); write it again with ppo report" in result.stderr
