@@ -142,7 +142,7 @@ def main() -> None:
             detail_rows.append([
                 cell.env, cell.objective, mean_std(cell),
                 ", ".join(format_number(v, like=cell.mean) for v in cell.scores),
-                f"{(cell.mean - base) / (best - base):.2f}", mean_std(default),
+                f"{(cell.mean - base) / (best - base):.2f}" if math.isfinite(best) else "", mean_std(default),
                 f"{normalized[(cell.env, setting)]:.2f}" if default else "",
             ])  # fmt: skip
         lines += [
