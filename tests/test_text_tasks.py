@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
 from envs.text import tasks
 from envs.text.tasks import (
@@ -21,6 +22,7 @@ from envs.text.tasks import (
     TaskScores,
     checked_scores,
     make_task,
+    minilm,
 )
 from envs.text.tasks import sentiment as sentiment_module
 
@@ -151,6 +153,18 @@ def test_reward_head_cache_is_retrained_when_the_settings_change(tmp_path, monke
     overwritten = json.loads(first.cache_file.read_text())
     assert overwritten["fingerprint"] != stored["fingerprint"] and overwritten["train_reviews"] == 80
     assert list(tmp_path.iterdir()) == [first.cache_file]  # no temporary file left behind
+
+
+def test_minilm_embeds_many_texts_as_it_embeds_each_alone_in_their_own_order(monkeypatch):
+    encoder = minilm.MiniLMEncoder()
+    texts = [POSITIVE, "Bad.", NEGATIVE * 3, "", "An ordinary film with one good scene in it.", POSITIVE * 2, "Fine"]
+    monkeypatch.setattr(minilm, "ENCODER_BATCH", 3)  # three batches of sorted lengths, one of them short
+    together = encoder.embed_many(texts, max_tokens=32)
+    alone = torch.cat([encoder.embed([text], max_tokens=32) for text in texts])
+    assert together.shape == (7, 384)
+    torch.testing.assert_close(together, alone, atol=1e-5, rtol=0)
+    torch.testing.assert_close(together.norm(dim=-1), torch.ones(7))
+    assert encoder.embed_many([], max_tokens=32).shape == (0, 384)
 
 
 def test_cache_directory_comes_from_the_environment_unless_given(tmp_path, monkeypatch):

@@ -42,9 +42,17 @@ class MiniLMEncoder:
         return torch.nn.functional.normalize(mean, dim=-1)
 
     def embed_many(self, texts: Sequence[str], max_tokens: int) -> torch.Tensor:
-        """``embed`` in batches of ``ENCODER_BATCH`` texts."""
-        starts = range(0, len(texts), ENCODER_BATCH)
-        return torch.cat([self.embed(texts[i : i + ENCODER_BATCH], max_tokens) for i in starts])
+        """``embed`` in batches of ``ENCODER_BATCH`` texts of similar length; rows in the order of ``texts``.
+
+        Batching texts sorted by length pads each batch to little more than its own texts (as sentence-transformers'
+        ``encode`` does); padded positions are masked, so each text's embedding is what it is alone, up to rounding.
+        """
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)  # longest first, as it does
+        batches = [order[i : i + ENCODER_BATCH] for i in range(0, len(order), ENCODER_BATCH)]
+        embeddings = torch.empty(len(texts), self.model.config.hidden_size)
+        for batch in batches:
+            embeddings[batch] = self.embed([texts[i] for i in batch], max_tokens)
+        return embeddings
 
 
 def train_logistic_head(
