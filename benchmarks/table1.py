@@ -12,8 +12,10 @@ environment's report (``final_scores.csv``, ``random_baselines.json``, figures) 
 The paper's score normalises each task on its own (random policy 0, best setting 1), so the per-environment reports
 add up to the table exactly. This script reads them and writes ``table1.md`` and ``table1.csv``: the normalised
 score of every (setting, task) cell, the eleven averages beside the paper's, the returns, the random baselines with
-their episode counts, how complete the grid is, and the cells run with value clipping and observation normalisation
-off (``--details-off``: their reports, normalised against the same task's random policy and best default setting).
+their episode counts, how complete the grid is, clipping against the adaptive KL penalty per task (the best of each
+family, clip 0.2 against adaptive KL 0.01, the families' means), and the cells run with value clipping and
+observation normalisation off (``--details-off``: their reports, normalised against the same task's random policy
+and best default setting).
 
     python benchmarks/table1.py docs/reports/table1/*-v5 --details-off docs/reports/table1/details-off
 """
@@ -43,6 +45,13 @@ TASKS = ("HalfCheetah-v5", "Hopper-v5", "InvertedDoublePendulum-v5", "InvertedPe
 """The paper's seven tasks, in today's v5 versions."""
 SETTINGS = tuple(PAPER_TABLE1)
 """The paper's eleven settings, in its order (our labels)."""
+CLIPPING = ("clip-0.1", "clip-0.2", "clip-0.3")
+"""The paper's clipping settings (ε = 0.1, 0.2, 0.3)."""
+ADAPTIVE = ("penalty-0.003", "penalty-0.01", "penalty-0.03")
+"""The paper's adaptive KL settings (d_targ = 0.003, 0.01, 0.03)."""
+FAMILIES_HEADER = ["task", "best clipping", "best adaptive KL", "clip 0.2 − adaptive 0.01", "clipping's mean",
+                   "adaptive KL's mean", "ahead"]  # fmt: skip
+"""Columns of the clipping-against-adaptive-KL table."""
 
 
 def read_scores(report: Path) -> list[GroupScore]:
@@ -83,6 +92,26 @@ def mean_std(cell: GroupScore | None) -> str:
     return f"{format_number(cell.mean)} ± {format_number(cell.std, like=cell.mean)}" if cell else ""
 
 
+def clipping_against_adaptive(scores: dict[str, float]) -> list[str]:
+    """One row of the clipping-against-adaptive-KL table from one task's (or the average's) normalised scores by
+    setting: the best of each family with its setting, clip 0.2 − adaptive 0.01, each family's mean and the
+    family ahead by that mean ('tie' when the means agree to two decimals). Families missing a setting are taken
+    over the settings present."""
+    clip = {s: scores[s] for s in CLIPPING if s in scores}
+    adaptive = {s: scores[s] for s in ADAPTIVE if s in scores}
+    if not clip or not adaptive:
+        return ["", "", "", "", "", ""]
+    best_clip, best_adaptive = max(clip, key=clip.get), max(adaptive, key=adaptive.get)
+    clip_mean, adaptive_mean = sum(clip.values()) / len(clip), sum(adaptive.values()) / len(adaptive)
+    gap = round(clip_mean - adaptive_mean, 2)
+    paired = {"clip-0.2", "penalty-0.01"} <= scores.keys()
+    pair = f"{scores['clip-0.2'] - scores['penalty-0.01']:+.2f}" if paired else ""
+    return [
+        f"{clip[best_clip]:.2f} ({best_clip})", f"{adaptive[best_adaptive]:.2f} ({best_adaptive})", pair,
+        f"{clip_mean:.2f}", f"{adaptive_mean:.2f}", "tie" if gap == 0 else "clipping" if gap > 0 else "adaptive KL",
+    ]  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("reports", nargs="+", type=Path, help="report folders of the default-settings grid")
@@ -116,6 +145,11 @@ def main() -> None:
         [setting, *(mean_std(by_cell.get((env, setting))) for env in envs)]
         for setting in SETTINGS if any((env, setting) in by_cell for env in envs)
     ]  # fmt: skip
+    family_rows = [
+        *([env, *clipping_against_adaptive({s: v for (e, s), v in normalized.items() if e == env})] for env in envs),
+        ["average (ours)", *clipping_against_adaptive(averages)],
+        ["paper's Table 1 (7 v1 tasks)", *clipping_against_adaptive(PAPER_TABLE1)],
+    ]
     returns_rows.append(["random policy", *(format_number(random[env]["mean_return"]) for env in envs)])
     returns_rows.append(["random policy: episodes", *(str(random[env]["episodes"]) for env in envs)])
 
@@ -130,6 +164,10 @@ def main() -> None:
         "Return at 1M steps (mean of the last 100 training episodes; mean ± population std over seeds):",
         "",
         markdown_table(["setting", *envs], returns_rows),
+        "",
+        "Clipping against the adaptive KL penalty (normalised scores; the families' means over their three settings):",
+        "",
+        markdown_table(FAMILIES_HEADER, family_rows),
     ]
     details = [s for report in args.details_off for s in read_scores(report)]
     if details:

@@ -75,3 +75,27 @@ def test_a_report_without_the_finished_column_gets_a_one_line_error(tmp_path):
     result = run_script(report, "--out", tmp_path / "table1")
     assert result.returncode != 0
     assert "has no finished column (an older report); write it again with ppo report" in result.stderr
+
+
+def test_clipping_against_adaptive_kl_per_task_matches_hand_values(tmp_path):
+    done = [True, True, True]
+    cells = {
+        "Hopper-v5": {"clip-0.1": 1000.0, "clip-0.2": 800.0, "penalty-0.01": 900.0, "penalty-0.03": 500.0},
+        "Walker2d-v5": {"clip-0.1": 600.0, "clip-0.2": 1000.0, "penalty-0.01": 1000.0, "penalty-0.03": 600.0},
+    }
+    reports = [
+        write_report(tmp_path / env, {env: 0.0}, [(env, setting, [value] * 3, done) for setting, value in row.items()])
+        for env, row in cells.items()
+    ]
+    result = run_script(*reports, "--out", tmp_path / "table1")
+    assert result.returncode == 0, result.stderr
+    table = (tmp_path / "table1" / "table1.md").read_text()
+    # Hopper (random 0, best 1000): clipping 1.0 and 0.8 (mean 0.9), adaptive 0.9 and 0.5 (mean 0.7)
+    assert "| Hopper-v5 | 1.00 (clip-0.1) | 0.90 (penalty-0.01) | -0.10 | 0.90 | 0.70 | clipping |" in table
+    # Walker2d: clipping 0.6 and 1.0, adaptive 1.0 and 0.6: equal means
+    assert "| Walker2d-v5 | 1.00 (clip-0.2) | 1.00 (penalty-0.01) | +0.00 | 0.80 | 0.80 | tie |" in table
+    # averages over the two tasks: clip-0.1 0.8, clip-0.2 0.9, penalty-0.01 0.95, penalty-0.03 0.55
+    assert "| average (ours) | 0.90 (clip-0.2) | 0.95 (penalty-0.01) | -0.05 | 0.85 | 0.75 | clipping |" in table
+    # the paper's averages: clip 0.76, 0.82, 0.70; adaptive 0.68, 0.74, 0.71
+    paper = "| paper's Table 1 (7 v1 tasks) | 0.82 (clip-0.2) | 0.74 (penalty-0.01) | +0.08 | 0.76 | 0.71 | clipping |"
+    assert paper in table
