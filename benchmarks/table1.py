@@ -105,7 +105,7 @@ def clipping_against_adaptive(scores: dict[str, float]) -> list[str]:
     clip_mean, adaptive_mean = sum(clip.values()) / len(clip), sum(adaptive.values()) / len(adaptive)
     gap = round(clip_mean - adaptive_mean, 2)
     paired = {"clip-0.2", "penalty-0.01"} <= scores.keys()
-    pair = f"{scores['clip-0.2'] - scores['penalty-0.01']:+.2f}" if paired else ""
+    pair = f"{round(scores['clip-0.2'] - scores['penalty-0.01'], 2) + 0.0:+.2f}" if paired else ""  # + 0.0: no "-0.00"
     return [
         f"{clip[best_clip]:.2f} ({best_clip})", f"{adaptive[best_adaptive]:.2f} ({best_adaptive})", pair,
         f"{clip_mean:.2f}", f"{adaptive_mean:.2f}", "tie" if gap == 0 else "clipping" if gap > 0 else "adaptive KL",
