@@ -13,9 +13,9 @@ The paper's score normalises each task on its own (random policy 0, best setting
 add up to the table exactly. This script reads them and writes ``table1.md`` and ``table1.csv``: the normalised
 score of every (setting, task) cell, the eleven averages beside the paper's, the returns, the random baselines with
 their episode counts, how complete the grid is, clipping against the adaptive KL penalty per task (the best of each
-family, clip 0.2 against adaptive KL 0.01, the families' means), and the cells run with value clipping and
-observation normalisation off (``--details-off``: their reports, normalised against the same task's random policy
-and best default setting).
+family, clip 0.2 against adaptive KL 0.01, the families' means and their gap with a 90 % seed-bootstrap interval),
+and the cells run with value clipping and observation normalisation off (``--details-off``: their reports,
+normalised against the same task's random policy and best default setting).
 
     python benchmarks/table1.py docs/reports/table1/*-v5 --details-off docs/reports/table1/details-off
 """
@@ -26,7 +26,10 @@ import argparse
 import csv
 import json
 import math
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+import numpy as np
 
 from agents.commands.report import (
     PAPER_TABLE1,
@@ -50,8 +53,25 @@ CLIPPING = ("clip-0.1", "clip-0.2", "clip-0.3")
 ADAPTIVE = ("penalty-0.003", "penalty-0.01", "penalty-0.03")
 """The paper's adaptive KL settings (d_targ = 0.003, 0.01, 0.03)."""
 FAMILIES_HEADER = ["task", "best clipping", "best adaptive KL", "clip 0.2 − adaptive 0.01", "clipping's mean",
-                   "adaptive KL's mean", "ahead"]  # fmt: skip
+                   "adaptive KL's mean", "ahead", "means' gap [90 % interval]",
+                   "resamples with clipping ahead"]  # fmt: skip
 """Columns of the clipping-against-adaptive-KL table."""
+RESAMPLES = 2000
+"""Seed-bootstrap resamples behind the gap's interval (each cell's seeds drawn with replacement)."""
+
+
+@dataclass(frozen=True)
+class GapInterval:
+    """Clipping's mean normalised score minus adaptive KL's, with its seed-bootstrap spread."""
+
+    point: float
+    """The gap on the seeds as run."""
+    low: float
+    """5th percentile of the gap over the resamples."""
+    high: float
+    """95th percentile of the gap over the resamples."""
+    clipping_ahead: float
+    """Share of the resamples in which the gap is above 0."""
 
 
 def read_scores(report: Path) -> list[GroupScore]:
@@ -112,6 +132,37 @@ def clipping_against_adaptive(scores: dict[str, float]) -> list[str]:
     ]  # fmt: skip
 
 
+def families_gap(scores: list[GroupScore], random_returns: dict[str, float]) -> float:
+    """Mean over the clipping settings minus mean over the adaptive KL settings of the average normalised score
+    (each family over its settings present; NaN when a family has none)."""
+    averages = average_normalized(normalized_scores(scores, random_returns))
+    clip, adaptive = ([averages[s] for s in family if s in averages] for family in (CLIPPING, ADAPTIVE))
+    return float(np.mean(clip) - np.mean(adaptive)) if clip and adaptive else math.nan
+
+
+def bootstrap_gap(scores: list[GroupScore], random_returns: dict[str, float], seed: int = 0) -> GapInterval:
+    """The families' gap with a seed bootstrap: each resample draws every cell's seeds with replacement (as many as
+    it has), normalises every task again (its best setting may change) and takes the gap; the interval is the 5th
+    to 95th percentile over ``RESAMPLES`` resamples."""
+    rng = np.random.default_rng(seed)
+    draws = np.array([
+        families_gap([replace(s, scores=tuple(rng.choice(s.scores, size=len(s.scores)))) for s in scores],
+                     random_returns)
+        for _ in range(RESAMPLES)
+    ])  # fmt: skip
+    low, high = np.percentile(draws, [5, 95])
+    return GapInterval(families_gap(scores, random_returns), float(low), float(high), float(np.mean(draws > 0)))
+
+
+def gap_columns(interval: GapInterval) -> list[str]:
+    """``+0.05 [+0.01, +0.09]`` and the share of resamples with clipping ahead, as table cells (``+0.00`` for -0;
+    empty when a family did not run)."""
+    if not math.isfinite(interval.point):
+        return ["", ""]
+    low, point, high = (f"{round(v, 2) + 0.0:+.2f}" for v in (interval.low, interval.point, interval.high))
+    return [f"{point} [{low}, {high}]", f"{interval.clipping_ahead:.0%}"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("reports", nargs="+", type=Path, help="report folders of the default-settings grid")
@@ -145,11 +196,13 @@ def main() -> None:
         [setting, *(mean_std(by_cell.get((env, setting))) for env in envs)]
         for setting in SETTINGS if any((env, setting) in by_cell for env in envs)
     ]  # fmt: skip
+    random_returns = {env: random[env]["mean_return"] for env in envs}
     family_rows = [
-        *([env, *clipping_against_adaptive({s: v for (e, s), v in normalized.items() if e == env})] for env in envs),
-        ["average (ours)", *clipping_against_adaptive(averages)],
-        ["paper's Table 1 (7 v1 tasks)", *clipping_against_adaptive(PAPER_TABLE1)],
-    ]
+        *([env, *clipping_against_adaptive({s: v for (e, s), v in normalized.items() if e == env}),
+           *gap_columns(bootstrap_gap([s for s in scores if s.env == env], random_returns))] for env in envs),
+        ["average (ours)", *clipping_against_adaptive(averages), *gap_columns(bootstrap_gap(scores, random_returns))],
+        ["paper's Table 1 (7 v1 tasks)", *clipping_against_adaptive(PAPER_TABLE1), "", ""],
+    ]  # fmt: skip
     returns_rows.append(["random policy", *(format_number(random[env]["mean_return"]) for env in envs)])
     returns_rows.append(["random policy: episodes", *(str(random[env]["episodes"]) for env in envs)])
 
@@ -165,7 +218,8 @@ def main() -> None:
         "",
         markdown_table(["setting", *envs], returns_rows),
         "",
-        "Clipping against the adaptive KL penalty (normalised scores; the families' means over their three settings):",
+        "Clipping against the adaptive KL penalty (normalised scores; the families' means over their three settings;"
+        f" the gap's interval: 5th-95th percentile over {RESAMPLES:,} seed-bootstrap resamples):",
         "",
         markdown_table(FAMILIES_HEADER, family_rows),
     ]

@@ -91,11 +91,30 @@ def test_clipping_against_adaptive_kl_per_task_matches_hand_values(tmp_path):
     assert result.returncode == 0, result.stderr
     table = (tmp_path / "table1" / "table1.md").read_text()
     # Hopper (random 0, best 1000): clipping 1.0 and 0.8 (mean 0.9), adaptive 0.9 and 0.5 (mean 0.7)
-    assert "| Hopper-v5 | 1.00 (clip-0.1) | 0.90 (penalty-0.01) | -0.10 | 0.90 | 0.70 | clipping |" in table
+    # every seed of a cell alike: no resample differs, so the interval is the point and clipping is ahead in all
+    hopper = "| Hopper-v5 | 1.00 (clip-0.1) | 0.90 (penalty-0.01) | -0.10 | 0.90 | 0.70 | clipping |"
+    assert f"{hopper} +0.20 [+0.20, +0.20] | 100% |" in table
     # Walker2d: clipping 0.6 and 1.0, adaptive 1.0 and 0.6: equal means
-    assert "| Walker2d-v5 | 1.00 (clip-0.2) | 1.00 (penalty-0.01) | +0.00 | 0.80 | 0.80 | tie |" in table
+    walker = "| Walker2d-v5 | 1.00 (clip-0.2) | 1.00 (penalty-0.01) | +0.00 | 0.80 | 0.80 | tie |"
+    assert f"{walker} +0.00 [+0.00, +0.00] | 0% |" in table
     # averages over the two tasks: clip-0.1 0.8, clip-0.2 0.9, penalty-0.01 0.95, penalty-0.03 0.55
     assert "| average (ours) | 0.90 (clip-0.2) | 0.95 (penalty-0.01) | -0.05 | 0.85 | 0.75 | clipping |" in table
     # the paper's averages: clip 0.76, 0.82, 0.70; adaptive 0.68, 0.74, 0.71
     paper = "| paper's Table 1 (7 v1 tasks) | 0.82 (clip-0.2) | 0.74 (penalty-0.01) | +0.08 | 0.76 | 0.71 | clipping |"
     assert paper in table
+
+
+def test_the_seed_bootstrap_brackets_the_gap_and_moves_with_the_seeds(tmp_path):
+    done = [True, True, True]
+    # clipping's seeds 700-1000, adaptive KL's 100-400: every resample keeps clipping ahead, yet the gap varies
+    cells = [("Hopper-v5", "clip-0.2", [700.0, 850.0, 1000.0]), ("Hopper-v5", "penalty-0.01", [100.0, 250.0, 400.0])]
+    report = write_report(tmp_path / "Hopper-v5", {"Hopper-v5": 0.0}, [(*cell, done) for cell in cells])
+    result = run_script(report, "--out", tmp_path / "table1")
+    assert result.returncode == 0, result.stderr
+    row = next(line for line in (tmp_path / "table1" / "table1.md").read_text().splitlines()
+               if line.startswith("| Hopper-v5 | 1.00 (clip-0.2)"))  # fmt: skip
+    gap, share = row.split(" | ")[-2:]
+    point, low, high = (float(v) for v in gap.replace("[", "").replace("]", "").replace(",", "").split())
+    assert point == pytest.approx(1 - 250 / 850, abs=0.005)  # (850 - 250) / 850 with the best setting's mean 850
+    assert 0 < low < point < high <= 1 - 100 / 1000  # the largest gap a resample can give: 1000 against 100
+    assert share == "100% |"
