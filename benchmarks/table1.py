@@ -112,6 +112,11 @@ def mean_std(cell: GroupScore | None) -> str:
     return f"{format_number(cell.mean)} ± {format_number(cell.std, like=cell.mean)}" if cell else ""
 
 
+def signed(value: float) -> str:
+    """``+0.05``, ``-0.20``; a value that rounds to zero reads ``+0.00``, never ``-0.00``."""
+    return f"{round(value, 2) + 0.0:+.2f}"
+
+
 def clipping_against_adaptive(scores: dict[str, float]) -> list[str]:
     """One row of the clipping-against-adaptive-KL table from one task's (or the average's) normalised scores by
     setting: the best of each family with its setting, clip 0.2 − adaptive 0.01, each family's mean and the
@@ -125,7 +130,7 @@ def clipping_against_adaptive(scores: dict[str, float]) -> list[str]:
     clip_mean, adaptive_mean = sum(clip.values()) / len(clip), sum(adaptive.values()) / len(adaptive)
     gap = round(clip_mean - adaptive_mean, 2)
     paired = {"clip-0.2", "penalty-0.01"} <= scores.keys()
-    pair = f"{round(scores['clip-0.2'] - scores['penalty-0.01'], 2) + 0.0:+.2f}" if paired else ""  # + 0.0: no "-0.00"
+    pair = signed(scores["clip-0.2"] - scores["penalty-0.01"]) if paired else ""
     return [
         f"{clip[best_clip]:.2f} ({best_clip})", f"{adaptive[best_adaptive]:.2f} ({best_adaptive})", pair,
         f"{clip_mean:.2f}", f"{adaptive_mean:.2f}", "tie" if gap == 0 else "clipping" if gap > 0 else "adaptive KL",
@@ -159,7 +164,7 @@ def gap_columns(interval: GapInterval) -> list[str]:
     empty when a family did not run)."""
     if not math.isfinite(interval.point):
         return ["", ""]
-    low, point, high = (f"{round(v, 2) + 0.0:+.2f}" for v in (interval.low, interval.point, interval.high))
+    low, point, high = (signed(v) for v in (interval.low, interval.point, interval.high))
     return [f"{point} [{low}, {high}]", f"{interval.clipping_ahead:.0%}"]
 
 
