@@ -11,7 +11,7 @@ import envs.text  # noqa: F401 - registers ppo/TextGen-v0
 from agents.core.config import PPOConfig
 from agents.core.objectives import Clip
 from agents.core.optimizer import AdamState
-from agents.core.update import UpdateSchedule, make_minibatch_step, ppo_update
+from agents.core.update import STAT_NAMES, UpdateSchedule, make_minibatch_step, ppo_update
 from agents.text.actor_critic import LMActorCritic, ReferencePolicy, inverse_cdf_sample, sample_responses
 from agents.text.rollout import TextBatchSettings, collect_text, shaped_rewards
 from envs.text.env import TextGenEnv
@@ -213,7 +213,10 @@ def test_first_minibatch_ratio_is_one_and_training_leaves_the_reference_alone(ti
     cfg = PPOConfig(epochs=2, minibatch_size=4, learning_rate=1e-3, normalize_advantages=False, value_clip=0.2)
     step = make_minibatch_step(policy, Clip(), cfg, compile=False)
     stats = step(params, AdamState(params), rollout.batch, torch.arange(4), torch.tensor(1e-3), torch.tensor(0.0))
-    assert stats[3].item() == 0.0 and stats[4].item() == 0.0, "k1 and k3 must be exactly 0 before the first step"
+    stats = dict(zip(STAT_NAMES, stats.tolist(), strict=True))
+    assert stats["approx_kl_k1"] == 0.0 and stats["approx_kl_k3"] == 0.0, (
+        "k1 and k3 must be exactly 0 before the first step"
+    )
     result = ppo_update(
         policy,
         params,
@@ -285,7 +288,8 @@ def test_the_loss_aggregation_reaches_the_update_of_unequal_completions(tiny):
         cfg = PPOConfig(minibatch_size=4, normalize_advantages=False, loss_aggregation=how)
         step = make_minibatch_step(policy, Clip(), cfg, compile=False)
         stats = step(params, AdamState(params), batch, torch.arange(4), torch.tensor(0.0), torch.tensor(0.0))
-        losses[how] = stats[0].item()  # the ratio is 1 before any step: the loss is minus the aggregated advantage
+        stats = dict(zip(STAT_NAMES, stats.tolist(), strict=True))
+        losses[how] = stats["policy_loss"]  # the ratio is 1 before any step: the loss is minus the aggregated advantage
     advantages = batch.advantages * mask
     assert losses["token-mean"] == pytest.approx(-(advantages.sum() / mask.sum()).item(), rel=1e-5)
     per_sequence = advantages.sum(-1) / lengths
