@@ -21,8 +21,8 @@ TRACKING_CAMERA = "track"
 root body with ``mode="trackcom"``: it follows the walker. Gymnasium's default view is a free camera that stays put."""
 
 
-class EnvironmentError(ValueError):
-    """The requested environment cannot be trained here."""
+class UnsupportedEnvironmentError(ValueError):
+    """The requested environment cannot be trained here: an unknown id, not a MuJoCo task, or not Box actions."""
 
 
 def check_env_id(env_id: str) -> gym.spaces.Box:
@@ -35,16 +35,16 @@ def check_env_id(env_id: str) -> gym.spaces.Box:
         known = ", ".join(
             sorted(i for i, spec in gym.registry.items() if "mujoco" in str(spec.entry_point) and i.endswith("-v5"))
         )
-        raise EnvironmentError(
+        raise UnsupportedEnvironmentError(
             f"unknown environment id {env_id!r} ({type(error).__name__}); MuJoCo v5 ids: {known}"
         ) from error
     try:
         if not isinstance(env.unwrapped, MujocoEnv):
-            raise EnvironmentError(
+            raise UnsupportedEnvironmentError(
                 f"{env_id!r} is not a MuJoCo environment; this trainer takes Gymnasium MuJoCo ids such as Hopper-v5"
             )
         if not isinstance(env.action_space, gym.spaces.Box):
-            raise EnvironmentError(
+            raise UnsupportedEnvironmentError(
                 f"{env_id!r} has a {type(env.action_space).__name__} action space; "
                 "the Gaussian policy needs Box actions"
             )

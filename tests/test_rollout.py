@@ -10,7 +10,13 @@ import torch
 
 from agents.walkers.gaussian import GaussianActorCritic
 from agents.walkers.rollout import EpisodeTracker, RewardScaler, RunningMeanStd, collect_mujoco
-from envs.mujoco import EnvironmentError, check_env_id, make_vector_env, restore_vector_env, snapshot_vector_env
+from envs.mujoco import (
+    UnsupportedEnvironmentError,
+    check_env_id,
+    make_vector_env,
+    restore_vector_env,
+    snapshot_vector_env,
+)
 
 
 def test_running_mean_std_merges_batches_exactly():
@@ -94,11 +100,11 @@ def test_rollout_shapes_and_unclipped_actions():
 
 
 def test_env_id_errors_are_one_line_and_name_the_problem():
-    with pytest.raises(EnvironmentError, match="unknown environment id 'Hoppper-v5'"):
+    with pytest.raises(UnsupportedEnvironmentError, match="unknown environment id 'Hoppper-v5'"):
         check_env_id("Hoppper-v5")
-    with pytest.raises(EnvironmentError, match="not a MuJoCo environment"):
+    with pytest.raises(UnsupportedEnvironmentError, match="not a MuJoCo environment"):
         check_env_id("CartPole-v1")
-    with pytest.raises(EnvironmentError) as error:
+    with pytest.raises(UnsupportedEnvironmentError) as error:
         check_env_id("Nope-v0")
     assert "\n" not in str(error.value)
 
