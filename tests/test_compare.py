@@ -772,3 +772,21 @@ def test_heldout_evaluations_give_curves_against_tokens_and_seconds_and_a_start_
     panel_h, panel_w = round(PANEL_FIGSIZE[1] * FIGURE_DPI), round(PANEL_FIGSIZE[0] * FIGURE_DPI)
     # frontier, length, held-out vs tokens, held-out vs seconds, equal-reward groups: 5 panels, 3 per row
     assert png_shape(out / "text_text-sentiment.png")[:2] == (2 * panel_h, 3 * panel_w)
+
+
+def test_train_options_reach_every_cell_before_its_task_and_objective_and_compares_own_are_refused(tmp_path):
+    grid_dir = tmp_path / "runs" / "grid"
+    text = tiny_grid(tmp_path, envs=("text:arithmetic",), model="tiny", train_options=("minibatch_size=4",))
+    text_cell = expand_grid(text)[0]
+    assert cell_config(text_cell, text, grid_dir).ppo.minibatch_size == 4  # compare's --minibatch-size is MuJoCo's
+    command = plan_cell(text_cell, text, grid_dir).command
+    assert command.index("--minibatch-size") < command.index("arithmetic") < command.index("clip")
+    walker = tiny_grid(tmp_path, train_options=("nproc=2",))
+    walker_cell = expand_grid(walker)[0]
+    assert cell_config(walker_cell, walker, grid_dir).run.nproc == 2
+    command = plan_cell(walker_cell, walker, grid_dir).command
+    assert command[command.index("--nproc") + 1] == "2" and command.index("--nproc") < command.index("clip")
+    with pytest.raises(GridError, match="--train-options 'seed=3': ppo compare sets that itself"):
+        run_grid(replace(walker, train_options=("seed=3",)))
+    with pytest.raises(GridError, match=r"--train-options takes NAME=VALUE \(e.g. nproc=2\), got 'nproc'"):
+        cell_config(walker_cell, replace(walker, train_options=("nproc",)), grid_dir)

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -44,10 +44,19 @@ from agents.text.config import TextTrainConfig
 from agents.walkers.config import TrainConfig
 from envs.mujoco import check_env_id
 from envs.text.models import DEFAULT_MODEL
+from envs.text.tasks import TASK_CONFIGS
 
 TEXT_PREFIX = "text:"
-TEXT_TASKS = ("sentiment", "arithmetic", "reasoning")
-"""Text tasks a grid can name as ``text:<task>`` (``custom`` needs files: train it with ppo train text)."""
+TEXT_TASKS = tuple(
+    name
+    for name, config_class in TASK_CONFIGS.items()
+    if all(f.default is not MISSING or f.default_factory is not MISSING for f in fields(config_class))
+)
+"""Text tasks a grid can name as ``text:<task>``: those that run without options (``custom`` needs files: train it
+with ppo train text)."""
+SET_BY_COMPARE = ("seed", "runs_dir", "run_name", "progress", "device", "checkpoint_every", "resume")
+"""ppo train options that ppo compare sets for every cell itself (from --seeds, --runs-dir, --name, ...), so
+--train-options may not name them."""
 LOGS_DIR = "logs"
 """Each cell's console output goes to ``<grid>/logs/<cell>.log``."""
 
@@ -205,6 +214,9 @@ class CompareConfig:
     """Text cells: held-out prompts per evaluation; None = ppo train text's default (64)."""
     task_options: tuple[str, ...] = ()
     """Text cells: the task's options as NAME=VALUE (operand_max=9 operations=+), given to it as --NAME VALUE."""
+    train_options: tuple[str, ...] = ()
+    """Any other option of ppo train (MuJoCo cells) or ppo train text (text cells) as NAME=VALUE (nproc=2,
+    minibatch_size=16), given to every cell as --NAME VALUE before its task and objective."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Device of every cell (auto = cuda when available)."""
     torch_threads: int | None = None
@@ -276,13 +288,14 @@ def optional_flags(values: dict[str, int | None]) -> list[str]:
     return [item for flag, value in values.items() if value is not None for item in (flag, str(value))]
 
 
-def task_flags(options: Sequence[str]) -> list[str]:
-    """``["--operand-max", "9"]`` for ``["operand_max=9"]``; a ``GridError`` for an option without ``=``."""
+def name_value_flags(options: Sequence[str], given_as: str, example: str) -> list[str]:
+    """``["--operand-max", "9"]`` for ``["operand_max=9"]``; a ``GridError`` naming ``given_as`` (the compare option,
+    with ``example``) for an option without ``=``."""
     flags = []
     for option in options:
         name, equals, value = option.partition("=")
         if not equals or not name:
-            raise GridError(f"--task-options takes NAME=VALUE (e.g. operand_max=9), got {option!r}")
+            raise GridError(f"{given_as} takes NAME=VALUE (e.g. {example}), got {option!r}")
         flags += [f"--{name.replace('_', '-')}", value]
     return flags
 
@@ -316,8 +329,9 @@ def train_args(cell: Cell, config: CompareConfig, grid_dir: Path) -> list[str]:
             config.model,
             *shared,
             *optional_flags(options),
+            *name_value_flags(config.train_options, "--train-options", "minibatch_size=16"),
             cell.env[len(TEXT_PREFIX) :],
-            *task_flags(config.task_options),
+            *name_value_flags(config.task_options, "--task-options", "operand_max=9"),
             *cell.preset.objective_args,
         ]
     options = {
@@ -340,6 +354,7 @@ def train_args(cell: Cell, config: CompareConfig, grid_dir: Path) -> list[str]:
         compile_flag,
         *optional_flags(options),
         *switched_off,
+        *name_value_flags(config.train_options, "--train-options", "nproc=2"),
         *cell.preset.objective_args,
     ]
 
@@ -450,6 +465,9 @@ def run_grid(config: CompareConfig, runner: Runner | None = None) -> GridResult:
         raise GridError("--name must not be empty")
     if config.random_episodes < 1:
         raise GridError(f"--random-episodes must be a positive integer, got {config.random_episodes}")
+    for option in config.train_options:
+        if option.partition("=")[0].replace("-", "_") in SET_BY_COMPARE:
+            raise GridError(f"--train-options {option!r}: ppo compare sets that itself; use its own option instead")
     cells = expand_grid(config)
     for env in dict.fromkeys(cell.env for cell in cells):
         check_environment(env)
