@@ -3,12 +3,11 @@
 benchmarks/gpu_check.sh runs these on a GPU machine (``pytest -m cuda``).
 """
 
-import json
-
 import pytest
 import torch
 
 from agents.runs.config import RunConfig
+from agents.runs.logger import METRICS_FILE, read_jsonl
 from agents.text.config import TEXT_PPO_DEFAULTS, TextEnvConfig, TextTrainConfig
 from agents.text.train import train_text
 from agents.walkers.evaluate import load_policy
@@ -24,13 +23,10 @@ pytestmark = [
 ]
 
 
-def records(run_dir) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
 def test_a_walker_trains_on_the_gpu(tmp_path):
     run_dir = train(tiny_config(tmp_path, "gpu", device="cuda"))
-    assert all(r["policy_loss"] == r["policy_loss"] for r in records(run_dir))  # finite, not NaN
+    records = read_jsonl(run_dir / METRICS_FILE)
+    assert records and all(r["policy_loss"] == r["policy_loss"] for r in records)  # finite, not NaN
     checkpoint = torch.load(run_dir / "checkpoints" / "latest.pt", map_location="cpu", weights_only=True)
     assert checkpoint["config"]["run"]["device"] == "cuda"
     policy, _ = load_policy(run_dir, device="cuda")
@@ -47,5 +43,6 @@ def test_a_language_model_trains_on_the_gpu(tmp_path, dtype):
         run=RunConfig(runs_dir=tmp_path, run_name=dtype, device="cuda", progress=False),
     )
     run_dir = train_text(config)
-    assert all(abs(r["ref_kl"]) < 1e3 and r["value_loss"] == r["value_loss"] for r in records(run_dir))
+    records = read_jsonl(run_dir / METRICS_FILE)
+    assert records and all(abs(r["ref_kl"]) < 1e3 and r["value_loss"] == r["value_loss"] for r in records)
     assert (run_dir / "policy" / "config.json").is_file()

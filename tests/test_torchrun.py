@@ -6,11 +6,11 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
 
+from agents.runs.logger import METRICS_FILE, read_jsonl
 from tests.conftest import run_ppo, without_measurements
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
@@ -23,17 +23,14 @@ def torchrun(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([*TORCHRUN, "-m", "agents", *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
-def metrics(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
 def test_a_two_process_walker_run_counts_both_processes_steps_and_episodes(tmp_path):
     two = torchrun("train", *WALKER, "--total-steps", "256", "--runs-dir", str(tmp_path), "--run-name", "two")
     assert two.returncode == 0, two.stderr[-8000:]
     assert two.stdout.count("run written to") == 1  # the first process speaks for the run
     one = run_ppo("train", *WALKER, "--total-steps", "128", "--runs-dir", str(tmp_path), "--run-name", "one")
     assert one.returncode == 0, one.stderr[-8000:]
-    (two_record,), (one_record,) = metrics(tmp_path / "two"), metrics(tmp_path / "one")
+    (two_record,) = read_jsonl(tmp_path / "two" / METRICS_FILE)
+    (one_record,) = read_jsonl(tmp_path / "one" / METRICS_FILE)
     assert two_record["global_step"] == 256 and one_record["global_step"] == 128  # 128 steps per process
     # the first process's rollout is the one-process run's (same seed and weights); the second adds its episodes
     assert two_record["episodes_finished"] > one_record["episodes_finished"] > 0
@@ -49,7 +46,7 @@ def test_a_sigkilled_two_process_run_resumes_as_if_it_had_never_stopped(tmp_path
         [*TORCHRUN, "-m", "agents", *common, "--run-name", "killed"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
     )  # fmt: skip
-    metrics_file = tmp_path / "killed" / "metrics.jsonl"
+    metrics_file = tmp_path / "killed" / METRICS_FILE
     deadline = time.time() + 240
     while time.time() < deadline and (not metrics_file.exists() or len(metrics_file.read_text().splitlines()) < 5):
         time.sleep(0.02)
@@ -59,9 +56,9 @@ def test_a_sigkilled_two_process_run_resumes_as_if_it_had_never_stopped(tmp_path
     assert 5 <= written_before_kill < 16, "the kill should land mid-run"
     resumed = torchrun("train", "--resume", str(tmp_path / "killed"), "--no-progress")
     assert resumed.returncode == 0, resumed.stderr[-8000:]
-    killed = metrics(tmp_path / "killed")
+    killed = read_jsonl(tmp_path / "killed" / METRICS_FILE)
     assert [r["iteration"] for r in killed] == list(range(1, 17))
-    assert without_measurements(metrics(tmp_path / "whole")) == without_measurements(killed)
+    assert without_measurements(read_jsonl(tmp_path / "whole" / METRICS_FILE)) == without_measurements(killed)
 
 
 def test_ppo_train_nproc_starts_the_processes_and_a_resume_starts_as_many_again(tmp_path):
@@ -69,14 +66,14 @@ def test_ppo_train_nproc_starts_the_processes_and_a_resume_starts_as_many_again(
     two = run_ppo("train", "--nproc", "2", *common, "--total-steps", "256")
     assert two.returncode == 0, two.stderr[-8000:]
     assert json.loads((tmp_path / "two" / "config.json").read_text())["run"]["nproc"] == 2
-    assert metrics(tmp_path / "two")[-1]["global_step"] == 256  # 128 steps in each of 2 processes
+    assert read_jsonl(tmp_path / "two" / METRICS_FILE)[-1]["global_step"] == 256  # 128 steps in each of 2 processes
     # given one more iteration to go, `ppo train --resume` starts the 2 processes the run was made with
     config = json.loads((tmp_path / "two" / "config.json").read_text())
     config["ppo"]["total_steps"] = 512
     (tmp_path / "two" / "config.json").write_text(json.dumps(config))
     resumed = run_ppo("train", "--resume", str(tmp_path / "two"), "--no-progress")
     assert resumed.returncode == 0, resumed.stderr[-8000:]
-    assert [r["global_step"] for r in metrics(tmp_path / "two")] == [256, 512]
+    assert [r["global_step"] for r in read_jsonl(tmp_path / "two" / METRICS_FILE)] == [256, 512]
 
 
 def test_ppo_train_nproc_refuses_a_minibatch_that_does_not_split_in_one_line_before_launching(tmp_path):
@@ -107,7 +104,7 @@ def test_a_two_process_text_run_finishes_and_writes_one_policy(tmp_path):
         "--run-name", "text", "arithmetic",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-8000:]
-    records = metrics(tmp_path / "text")
+    records = read_jsonl(tmp_path / "text" / METRICS_FILE)
     assert records[-1]["global_step"] >= 64
     assert all(r["global_step"] - p["global_step"] <= 4 * 8 for p, r in zip([{"global_step": 0}, *records], records))
     assert (tmp_path / "text" / "policy" / "config.json").is_file()
@@ -120,7 +117,7 @@ def test_two_process_group_runs_take_equal_shares_and_finish_in_both_worlds(tmp_
         "grpo", "--group-size", "4",
     )  # fmt: skip
     assert walker.returncode == 0, walker.stderr[-8000:]
-    records = metrics(tmp_path / "walker")
+    records = read_jsonl(tmp_path / "walker" / METRICS_FILE)
     assert records[-1]["global_step"] >= 512
     assert all(r["groups_sampled"] >= 2 for r in records), "every process's groups are counted"
     text = torchrun(
@@ -129,7 +126,8 @@ def test_two_process_group_runs_take_equal_shares_and_finish_in_both_worlds(tmp_
         "--run-name", "text", "arithmetic", "dapo", "--group-size", "2",
     )  # fmt: skip
     assert text.returncode == 0, text.stderr[-8000:]
-    assert all(r["sampling_rounds"] >= 1 for r in metrics(tmp_path / "text"))
+    text_records = read_jsonl(tmp_path / "text" / METRICS_FILE)
+    assert text_records and all(r["sampling_rounds"] >= 1 for r in text_records)
 
 
 def test_an_fsdp2_text_run_matches_plain_data_parallelism_and_resumes_from_its_whole_state(tmp_path):
@@ -148,8 +146,8 @@ def test_an_fsdp2_text_run_matches_plain_data_parallelism_and_resumes_from_its_w
     (tmp_path / "split" / "config.json").write_text(json.dumps(config))
     resumed = torchrun("train", "text", "--resume", str(tmp_path / "split"), "--no-progress")
     assert resumed.returncode == 0, resumed.stderr[-8000:]
-    fsdp, dp = metrics(tmp_path / "fsdp"), metrics(tmp_path / "dp")
-    assert without_measurements(metrics(tmp_path / "split")) == without_measurements(fsdp)
+    fsdp, dp = read_jsonl(tmp_path / "fsdp" / METRICS_FILE), read_jsonl(tmp_path / "dp" / METRICS_FILE)
+    assert without_measurements(read_jsonl(tmp_path / "split" / METRICS_FILE)) == without_measurements(fsdp)
     assert len(fsdp) >= 3 and [r.get("reward") for r in fsdp] == [r.get("reward") for r in dp]
     for sharded, plain in zip(fsdp[1:], dp[1:]):
         assert sharded["policy_loss"] == pytest.approx(plain["policy_loss"], rel=1e-4, abs=1e-6)

@@ -14,6 +14,7 @@ from agents.core.config import ConfigError
 from agents.core.objectives import Clip, FixedKL, NoClip, Penalty
 from agents.runs.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from agents.runs.config import config_from_dict
+from agents.runs.logger import METRICS_FILE, read_jsonl
 from agents.runs.machine import describe_machine, read_machines, record_machine
 from agents.runs.memory import largest_peaks
 from agents.walkers.config import TrainConfig
@@ -23,22 +24,18 @@ from agents.walkers.train import train
 from tests.conftest import run_ppo, tiny_config, without_measurements
 
 
-def metrics(run_dir):
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
 def test_same_seed_gives_identical_metrics(tmp_path):
-    first = train(tiny_config(tmp_path, "a"))
-    second = train(tiny_config(tmp_path, "b"))
-    assert without_measurements(metrics(first)) == without_measurements(metrics(second))
-    other_seed = train(tiny_config(tmp_path, "c", seed=2))
-    assert without_measurements(metrics(first)) != without_measurements(metrics(other_seed))
+    first = read_jsonl(train(tiny_config(tmp_path, "a")) / METRICS_FILE)
+    second = read_jsonl(train(tiny_config(tmp_path, "b")) / METRICS_FILE)
+    assert without_measurements(first) == without_measurements(second)
+    other_seed = read_jsonl(train(tiny_config(tmp_path, "c", seed=2)) / METRICS_FILE)
+    assert without_measurements(first) != without_measurements(other_seed)
 
 
 def test_run_folder_contents_and_config_round_trip(tmp_path):
     config = tiny_config(tmp_path, "run", objective=Penalty(kl_target=0.02))
     run_dir = train(config)
-    records = metrics(run_dir)
+    records = read_jsonl(run_dir / METRICS_FILE)
     assert [r["iteration"] for r in records] == [1, 2, 3, 4]
     assert records[-1]["global_step"] == 512
     for key in (
@@ -73,7 +70,9 @@ def test_machine_json_gains_an_entry_only_when_a_run_moves_to_another_machine(tm
 
 
 def test_adaptive_beta_in_metrics_follows_the_rule(tmp_path):
-    records = metrics(train(tiny_config(tmp_path, "kl", objective=Penalty(kl_target=0.01, initial_beta=1.0))))
+    run_dir = train(tiny_config(tmp_path, "kl", objective=Penalty(kl_target=0.01, initial_beta=1.0)))
+    records = read_jsonl(run_dir / METRICS_FILE)
+    assert len(records) == 4, "the rule is checked between each iteration and the next"
     for record, following in zip(records, records[1:]):
         d = record["kl_after_update"]
         expected = record["beta"] / 2 if d < 0.01 / 1.5 else record["beta"] * 2 if d > 0.015 else record["beta"]
@@ -82,7 +81,7 @@ def test_adaptive_beta_in_metrics_follows_the_rule(tmp_path):
 
 @pytest.mark.parametrize("objective", [Clip(), Penalty(), FixedKL(beta=1.0), NoClip()])
 def test_every_objective_trains_on_hopper(tmp_path, objective):
-    records = metrics(train(tiny_config(tmp_path, "smoke", objective=objective)))
+    records = read_jsonl(train(tiny_config(tmp_path, "smoke", objective=objective)) / METRICS_FILE)
     assert len(records) == 4
     assert all(np.isfinite(r["policy_loss"]) and np.isfinite(r["value_loss"]) for r in records)
     assert records[-1]["kl_after_update"] > 0
@@ -156,7 +155,7 @@ def test_sigkilled_run_resumes_where_it_stopped(tmp_path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    metrics_file = tmp_path / "killed" / "metrics.jsonl"
+    metrics_file = tmp_path / "killed" / METRICS_FILE
     deadline = time.time() + 120
     while time.time() < deadline and (not metrics_file.exists() or len(metrics_file.read_text().splitlines()) < 7):
         time.sleep(0.02)
@@ -166,7 +165,7 @@ def test_sigkilled_run_resumes_where_it_stopped(tmp_path):
     assert 7 <= written_before_kill < 40, "the kill should land mid-run"
     resumed = run_ppo("train", "--resume", str(tmp_path / "killed"), "--no-progress")
     assert resumed.returncode == 0, resumed.stderr
-    whole, killed = metrics(tmp_path / "whole"), metrics(tmp_path / "killed")
+    whole, killed = read_jsonl(tmp_path / "whole" / METRICS_FILE), read_jsonl(tmp_path / "killed" / METRICS_FILE)
     assert [r["iteration"] for r in killed] == list(range(1, 41))
     assert without_measurements(whole) == without_measurements(killed)
 

@@ -4,7 +4,6 @@ import json
 import math
 import shutil
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ from safetensors.torch import load_file
 from agents.core.objectives import Clip, Penalty
 from agents.runs.checkpoint import load_checkpoint
 from agents.runs.config import RunConfig
+from agents.runs.logger import METRICS_FILE, read_jsonl
 from agents.text.config import TEXT_PPO_DEFAULTS, TextEnvConfig, TextTrainConfig
 from agents.text.evaluate import best_of_n, best_of_n_kl, best_of_n_sizes, evaluate_text_run, load_evaluation
 from agents.text.rollout import heldout_completions
@@ -76,13 +76,9 @@ def tiny_text_config(tmp_path, name, task, total_steps=8 * 8 * 4, objective=Clip
     )
 
 
-def metrics(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
 def test_text_run_writes_the_same_run_folder_plus_samples(tmp_path, custom_task):
     run_dir = train_text(tiny_text_config(tmp_path, "text", custom_task, objective=Penalty()))
-    records = metrics(run_dir)
+    records = read_jsonl(run_dir / METRICS_FILE)
     assert len(records) == 4 and records[-1]["global_step"] >= 256
     for key in (
         "reward",
@@ -139,7 +135,8 @@ def test_reward_failure_stops_with_the_checkpoint_intact_and_resume_matches(tmp_
             }
         )
     )
-    assert without_measurements(metrics(whole)) == without_measurements(metrics(broken_dir))
+    resumed = read_jsonl(broken_dir / METRICS_FILE)
+    assert without_measurements(read_jsonl(whole / METRICS_FILE)) == without_measurements(resumed)
     assert checkpoint_bytes != (broken_dir / "checkpoints" / "latest.pt").read_bytes()
 
 
@@ -198,11 +195,11 @@ def test_lora_trains_adapters_only_and_the_reference_is_the_base(tmp_path, custo
 
 
 def test_reference_leash_coefficient_follows_ziegler(tmp_path, custom_task):
-    records = metrics(
-        train_text(
-            tiny_text_config(tmp_path, "leash", custom_task, ref_kl_coef=0.3, ref_kl_target=0.01, ref_kl_horizon=100)
-        )
+    run_dir = train_text(
+        tiny_text_config(tmp_path, "leash", custom_task, ref_kl_coef=0.3, ref_kl_target=0.01, ref_kl_horizon=100)
     )
+    records = read_jsonl(run_dir / METRICS_FILE)
+    assert len(records) == 4
     beta = 0.3
     for record in records:
         error = min(max(record["ref_kl"] / 0.01 - 1.0, -0.2), 0.2)
@@ -293,7 +290,7 @@ def test_default_model_runs_one_ppo_iteration_and_saves_a_loadable_policy(tmp_pa
         run=RunConfig(runs_dir=tmp_path, run_name="real", compile=False, progress=False),
     )
     run_dir = train_text(config)
-    record = metrics(run_dir)[0]
+    record = read_jsonl(run_dir / METRICS_FILE)[0]
     assert (
         record["iteration"] == 1
         and record["approx_kl_k1"] == pytest.approx(0.0, abs=1e-5)
@@ -308,7 +305,7 @@ def test_separate_critic_and_score_normalisation(tmp_path, custom_task):
     run_dir = train_text(config)
     checkpoint = load_checkpoint(run_dir)
     assert any(name.startswith("critic_lm.") for name in checkpoint["trainable"])
-    first = metrics(run_dir)[0]
+    first = read_jsonl(run_dir / METRICS_FILE)[0]
     assert first["reward"] == pytest.approx(0.0, abs=1e-5), "the first batch's scores are shifted to mean 0"
     assert checkpoint["score_scale"] > 0 and checkpoint["score_shift"] != 0.0
 
@@ -320,7 +317,7 @@ def test_a_saved_policy_directory_is_a_valid_model_argument(tmp_path, custom_tas
     model, tokenizer, source = load_causal_lm(str(run_dir / "policy"))
     assert source.startswith("directory") and len(tokenizer) == model.config.vocab_size
     second = train_text(tiny_text_config(tmp_path, "second", custom_task, model=str(run_dir / "policy")))
-    assert len(metrics(second)) == 4
+    assert len(read_jsonl(second / METRICS_FILE)) == 4
 
 
 def test_no_keep_checkpoint_drops_the_checkpoint_once_policy_is_saved_and_gives_the_same_weights(tmp_path, custom_task):
@@ -328,7 +325,8 @@ def test_no_keep_checkpoint_drops_the_checkpoint_once_policy_is_saved_and_gives_
     dropped = train_text(tiny_text_config(tmp_path, "dropped", custom_task, keep_checkpoint=False))
     assert (kept / "checkpoints" / "latest.pt").is_file()
     assert not (dropped / "checkpoints" / "latest.pt").exists() and (dropped / "policy" / "config.json").is_file()
-    assert [m["reward"] for m in metrics(kept)] == [m["reward"] for m in metrics(dropped)]
+    kept_rewards = [m["reward"] for m in read_jsonl(kept / METRICS_FILE)]
+    assert kept_rewards == [m["reward"] for m in read_jsonl(dropped / METRICS_FILE)]
     kept_weights = load_file(kept / "policy" / "model.safetensors")
     dropped_weights = load_file(dropped / "policy" / "model.safetensors")
     assert kept_weights.keys() == dropped_weights.keys()
@@ -394,8 +392,8 @@ def test_eval_of_a_run_that_has_not_finished_uses_its_latest_checkpoint(tmp_path
 
 
 def test_bf16_autocast_trains_on_the_cpu(tmp_path, custom_task):
-    fp32 = metrics(train_text(tiny_text_config(tmp_path, "fp32", custom_task)))
-    bf16 = metrics(train_text(tiny_text_config(tmp_path, "bf16", custom_task, dtype="bf16")))
+    fp32 = read_jsonl(train_text(tiny_text_config(tmp_path, "fp32", custom_task)) / METRICS_FILE)
+    bf16 = read_jsonl(train_text(tiny_text_config(tmp_path, "bf16", custom_task, dtype="bf16")) / METRICS_FILE)
     assert [r["global_step"] for r in bf16] == [r["global_step"] for r in fp32]
     for record in bf16:
         assert all(record[key] == record[key] for key in ("policy_loss", "value_loss", "approx_kl_k3"))  # not NaN
@@ -410,14 +408,14 @@ def test_heldout_evaluation_is_logged_without_changing_training_and_matches_ppo_
     evaluated = train_text(
         tiny_text_config(tmp_path, "evaluated", arithmetic, total_steps=8 * 8 * 3, eval_every=2, eval_prompts=10)
     )
-    records = metrics(evaluated)
+    records = read_jsonl(evaluated / METRICS_FILE)
     assert [r["iteration"] for r in records if "eval_reward" in r] == [0, 2, 3]  # start, every 2nd, the last
     assert set(records[0]) == {
         "iteration", "global_step", "eval_reward", "eval_accuracy", "eval_answered", "eval_response_length",
         "eval_seconds", "eval_peak_gb",
     }  # fmt: skip
     training = [{k: v for k, v in r.items() if not k.startswith("eval_")} for r in records[1:]]
-    assert without_measurements(training) == without_measurements(metrics(plain)), (
+    assert without_measurements(training) == without_measurements(read_jsonl(plain / METRICS_FILE)), (
         "evaluation draws no training randomness"
     )
     # the first and the last evaluation are what `ppo eval` reports for the starting and the final policy
