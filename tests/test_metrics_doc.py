@@ -9,8 +9,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from agents.core.update import STAT_NAMES
-
 ROOT = Path(__file__).resolve().parents[1]
 GLOSSARY = ROOT / "docs" / "metrics.md"
 METRIC_WORDS = ("metrics", "diagnostics", "stats")  # functions and variables that build a metrics record
@@ -85,10 +83,21 @@ def task_metric_names() -> set[str]:
     return names
 
 
+def stat_names(tree: ast.AST) -> set[str]:
+    """The update's per-minibatch statistics: the strings of the ``STAT_NAMES`` tuple, wherever it is defined."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(target_name(t) == "STAT_NAMES" for t in node.targets):
+            strings = [v for v in ast.walk(node.value) if isinstance(v, ast.Constant) and isinstance(v.value, str)]
+            names.update(v.value for v in strings)
+    return names
+
+
 def source_metric_names() -> set[str]:
-    names = set(STAT_NAMES)
+    names = set()
     for path in sorted((ROOT / "agents").rglob("*.py")):
-        names |= logged_names(ast.parse(path.read_text()))
+        tree = ast.parse(path.read_text())
+        names |= logged_names(tree) | stat_names(tree)
     return names | task_metric_names()
 
 
@@ -97,6 +106,7 @@ def test_the_scan_finds_the_loops_metrics():
     passes vacuously."""
     names = source_metric_names()
     expected = {"episode_return", "reward", "ref_kl", "epochs_run", "kl_after_update", "explained_variance"}
+    expected |= {"policy_loss", "approx_kl_k3", "grad_norm"}  # from STAT_NAMES
     expected |= {"zero_variance_groups", "sampling_rounds", "response_length", "eval_reward", "eval_<name>"}
     expected |= {"rollout_peak_gb", "eval_peak_gb", "task_accuracy", "task_gold_lexicon"}
     assert expected <= names, sorted(expected - names)
