@@ -1,4 +1,5 @@
-"""Gymnasium MuJoCo tasks behind one factory: validated ids, seeded synchronous vector envs, exact state snapshots."""
+"""Gymnasium MuJoCo tasks behind one factory: validated ids, seeded synchronous vector envs, exact state snapshots,
+and two measurements with uniform random actions (stepping speed, the random policy's return)."""
 
 from __future__ import annotations
 
@@ -165,3 +166,23 @@ def raw_stepping_speed(env_id: str = "Hopper-v5", steps: int = 20_000, seed: int
     elapsed = time.perf_counter() - start
     env.close()
     return steps / elapsed
+
+
+def random_policy_return(env_id: str, episodes: int, seed: int = 0) -> float:
+    """Mean undiscounted return of ``episodes`` episodes of uniform random actions (``action_space.sample()``),
+    episode i reset with ``seed + i`` and the action space seeded with ``seed``."""
+    env = gym.make(env_id)
+    env.action_space.seed(seed)
+    returns = []
+    try:
+        for episode in range(episodes):
+            env.reset(seed=seed + episode)
+            total, done = 0.0, False
+            while not done:
+                _, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+                total += float(reward)
+                done = terminated or truncated
+            returns.append(total)
+    finally:
+        env.close()
+    return float(np.mean(returns))
