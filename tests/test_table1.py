@@ -1,4 +1,5 @@
-"""benchmarks/table1.py: per-environment reports add up to the PPO paper's Table 1, checked against hand values."""
+"""benchmarks/experiments/table1.py: per-environment reports add up to the PPO paper's Table 1, checked against hand
+values."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "table1.py"
+ROOT = Path(__file__).resolve().parents[1]
+MODULE = "benchmarks.experiments.table1"
 COLUMNS = ["env", "kind", "objective", "measure", "seeds", "final_steps", "finished", "mean", "std", "per_seed",
            "random_return", "normalized_score"]  # fmt: skip
 
@@ -35,7 +37,9 @@ def write_report(folder: Path, random: dict[str, float], cells: list[tuple[str, 
 
 
 def run_script(*arguments: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *map(str, arguments)], capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", MODULE, *map(str, arguments)], capture_output=True, text=True, cwd=ROOT
+    )
 
 
 def test_reports_of_one_env_each_add_up_to_hand_computed_table1(tmp_path):

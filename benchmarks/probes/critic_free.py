@@ -7,18 +7,16 @@ its own process (for its peak memory), one after another. Reported: seconds per 
 rollout and update parts, peak resident memory, and the floats the optimiser updates and keeps (trainable numbers
 and Adam's two moments per number).
 
-    python benchmarks/critic_free.py --iterations 3
+    python -m benchmarks.probes.critic_free --iterations 3
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 
-from machine import machine_header
-from text_throughput import ppo_iterations
+from benchmarks.harness import child_result, machine_header, module_command
+from benchmarks.peers.text_throughput import ppo_iterations
 
 CONTENDERS = {
     "clip, value head on the policy": ["clip"],
@@ -51,10 +49,8 @@ def main() -> None:
     print("| contender | s/iteration | rollout | update | trainable (M) | optimiser floats (M) | peak memory |")
     print("|---|---|---|---|---|---|---|")
     for contender in CONTENDERS:
-        child = [sys.executable, __file__, "--only", contender, "--iterations", str(args.iterations)]
-        child += ["--threads", str(args.threads)]
-        output = subprocess.run(child, check=True, capture_output=True, text=True).stdout
-        r = json.loads(output.strip().splitlines()[-1])
+        child = ["--only", contender, "--iterations", str(args.iterations), "--threads", str(args.threads)]
+        r = child_result(module_command(__spec__.name, *child))
         print(
             f"| {contender} | {r['seconds_per_iteration']:.1f} | {r['rollout_seconds']:.1f} | {r['update_seconds']:.1f}"
             f" | {r['trainable_millions']:.1f} | {r['optimiser_floats_millions']:.1f} | {r['peak_rss_gb']:.2f} GB |",

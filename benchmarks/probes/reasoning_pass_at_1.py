@@ -8,7 +8,7 @@ generates 4 x ``--prompts`` held-out questions so that enough remain once the tr
 pass@1 (mean accuracy), mean reward (partial credit included), answered, the longest prompt in tokens (the chat
 template included; ``--max-prompt-tokens`` must be at least this) and seconds. One torch thread.
 
-    python benchmarks/reasoning_pass_at_1.py --prompts 200 --max-new-tokens 24
+    python -m benchmarks.probes.reasoning_pass_at_1 --prompts 200 --max-new-tokens 24
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import sys
 import time
 
 import torch
-from machine import machine_header
+
+from benchmarks.harness import machine_header
 
 # (dataset, dataset_options): short answers, small numbers and words for a 135M model; the last two: Yes/No, True/False
 CANDIDATES = [

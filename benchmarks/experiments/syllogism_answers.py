@@ -4,7 +4,7 @@ the questions whose right answer is Yes and on those whose right answer is No. A
 answer's form says one word every time and scores 0.5 (half the conclusions follow, ``invalid_ratio`` 0.5); one
 that reasons beats 0.5 on both halves together.
 
-    python benchmarks/syllogism_answers.py RUN [--base] [--prompts 200] [--seed 1]
+    python -m benchmarks.experiments.syllogism_answers RUN [--base] [--prompts 200] [--seed 1]
 
 The completions are ``ppo eval``'s (the run's sampling settings, noise from ``--seed``): with the run's seed and
 ``--prompts`` equal to its ``--eval-prompts`` they are its last held-out evaluation's (the first, with ``--base``).

@@ -5,8 +5,8 @@ two processes under torchrun collect 1,024 each (the same batch, the same 32 glo
 each single-threaded. Steps/s over the iterations after the first (compilation and warm-up), and the split of an
 iteration between collecting and updating.
 
-    python benchmarks/scaling.py --iterations 12
-    python benchmarks/scaling.py --iterations 12 --minibatch-size 512   # 4 gradient steps per epoch instead of 32
+    python -m benchmarks.probes.scaling --iterations 12
+    python -m benchmarks.probes.scaling --iterations 12 --minibatch-size 512   # 4 gradient steps per epoch, not 32
 """
 
 from __future__ import annotations
@@ -19,23 +19,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-from machine import machine_header
+from benchmarks.harness import ROOT, iteration_times, machine_header, ppo_command, read_metrics
 
-ROOT = Path(__file__).resolve().parents[1]
 BATCH = 2048
 
 
 def timed_run(runs: Path, name: str, processes: int, iterations: int, minibatch_size: int) -> dict:
     """Mean seconds per iteration (after the first), collection and update included, of a run of ``processes``."""
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(processes)]
-    command = [*(launcher if processes > 1 else [sys.executable]), "-m", "agents", "train",
-               "--num-steps", str(BATCH // processes), "--total-steps", str(BATCH * iterations),
-               "--minibatch-size", str(minibatch_size),
-               "--checkpoint-every", "1000", "--no-progress", "--runs-dir", str(runs), "--run-name", name]  # fmt: skip
+    command = ppo_command("train", "--num-steps", str(BATCH // processes), "--total-steps", str(BATCH * iterations),
+                          "--minibatch-size", str(minibatch_size), "--checkpoint-every", "1000", "--no-progress",
+                          "--runs-dir", str(runs), "--run-name", name, processes=processes)  # fmt: skip
     subprocess.run(command, check=True, cwd=ROOT, capture_output=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    records = [json.loads(line) for line in (runs / name / "metrics.jsonl").read_text().splitlines()][1:]
-    rollout = sum(r["rollout_seconds"] for r in records) / len(records)
-    update = sum(r["update_seconds"] for r in records) / len(records)
+    times = iteration_times(read_metrics(runs / name))
+    rollout, update = times.rollout_seconds, times.update_seconds
     return {"steps_per_second": BATCH / (rollout + update), "rollout_seconds": rollout, "update_seconds": update}
 
 

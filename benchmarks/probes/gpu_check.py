@@ -1,23 +1,23 @@
 """The GPU path in one run: CUDA tests, walker and text iteration times, peak memory, 2-process smokes; one table.
 
-Run by ``benchmarks/gpu_check.sh`` (which bounds it to 8 minutes). On a machine without CUDA it says so and
+Run by ``benchmarks/probes/gpu_check.sh`` (which bounds it to 8 minutes). On a machine without CUDA it says so and
 exits 0. Each timing is the mean of the iterations after the first (which includes compilation and warm-up).
 """
 
 from __future__ import annotations
 
-import json
+import argparse
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
-from machine import machine_header
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.harness import ROOT, iteration_times, machine_header, ppo_command, read_metrics
 
 
 def run(command: list[str], timeout: float) -> tuple[int, str, float]:
@@ -34,14 +34,13 @@ def run(command: list[str], timeout: float) -> tuple[int, str, float]:
 def walker_iteration(runs: Path, name: str, num_envs: int, num_steps: int) -> str:
     """Seconds per Hopper iteration (batch num_envs x num_steps) on the GPU, and steps/s."""
     batch = num_envs * num_steps
-    command = [sys.executable, "-m", "agents", "train", "--device", "cuda", "--num-envs", str(num_envs),
-               "--num-steps", str(num_steps), "--total-steps", str(batch * 4), "--no-progress",
-               "--runs-dir", str(runs), "--run-name", name]  # fmt: skip
+    command = ppo_command("train", "--device", "cuda", "--num-envs", str(num_envs), "--num-steps", str(num_steps),
+                          "--total-steps", str(batch * 4), "--no-progress", "--runs-dir", str(runs),
+                          "--run-name", name)  # fmt: skip
     status, last, _ = run(command, timeout=150)
     if status != 0:
         return f"failed: {last}"
-    records = [json.loads(line) for line in (runs / name / "metrics.jsonl").read_text().splitlines()][1:]
-    seconds = sum(r["rollout_seconds"] + r["update_seconds"] for r in records) / len(records)
+    seconds = iteration_times(read_metrics(runs / name)).seconds_per_iteration
     return f"{seconds:.3f} s/iteration, {batch / seconds:,.0f} steps/s"
 
 
@@ -55,16 +54,15 @@ def text_iteration(runs: Path, dtype: str) -> str:
     torch.cuda.reset_peak_memory_stats()
     config = TextTrainConfig(
         text=TextEnvConfig(task=SentimentTaskConfig(reward_model="lexicon"), dtype=dtype),
-        ppo=TEXT_PPO_DEFAULTS.__class__(**{**TEXT_PPO_DEFAULTS.__dict__, "total_steps": 16 * 24 * 3}),
+        ppo=replace(TEXT_PPO_DEFAULTS, total_steps=16 * 24 * 3),
         run=RunConfig(runs_dir=runs, run_name=f"text-{dtype}", device="cuda", progress=False, torch_threads=0),
     )
-    run_dir = train_text(config)
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()][1:]
-    seconds = sum(r["rollout_seconds"] + r["update_seconds"] for r in records) / len(records)
+    seconds = iteration_times(read_metrics(train_text(config))).seconds_per_iteration
     return f"{seconds:.2f} s/iteration, peak {torch.cuda.max_memory_allocated() / 1024**3:.2f} GiB"
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     if not torch.cuda.is_available():
         print("gpu_check: torch sees no CUDA device on this machine; nothing to check")
         return 0
@@ -81,12 +79,11 @@ def main() -> int:
                 rows.append((f"SmolLM2-135M text, {dtype}", text_iteration(runs, dtype)))
             except Exception as error:  # noqa: BLE001 - the table reports any failure and goes on
                 rows.append((f"SmolLM2-135M text, {dtype}", f"failed: {type(error).__name__}: {error}"))
-        torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m"]
         smokes = {
-            "torchrun, 2 processes x 1 GPU": ["agents", "train", "--device", "cuda", "--num-steps", "1024",
+            "torchrun, 2 processes x 1 GPU": ["train", "--device", "cuda", "--num-steps", "1024",
                                               "--total-steps", "8192", "--no-progress", "--runs-dir", str(runs),
                                               "--run-name", "two"],
-            "torchrun text --fsdp, 2 processes x 1 GPU": ["agents", "train", "text", "--fsdp", "--device", "cuda",
+            "torchrun text --fsdp, 2 processes x 1 GPU": ["train", "text", "--fsdp", "--device", "cuda",
                                                           "--total-steps", "384", "--no-progress", "--runs-dir",
                                                           str(runs), "--run-name", "fsdp", "sentiment",
                                                           "--reward-model", "lexicon"],
@@ -95,7 +92,7 @@ def main() -> int:
             if torch.cuda.device_count() < 2:
                 rows.append((name, "skipped: one GPU"))
                 continue
-            status, last, seconds = run([*torchrun, *arguments], timeout=150)
+            status, last, seconds = run(ppo_command(*arguments, processes=2), timeout=150)
             rows.append((name, f"{'ok' if status == 0 else 'FAILED'}: {last} ({seconds:.0f} s)"))
     width = max(len(name) for name, _ in rows)
     print(f"| {'check':<{width}} | result |\n|{'-' * (width + 2)}|---|")

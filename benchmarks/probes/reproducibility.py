@@ -11,7 +11,7 @@ processes that see the instruction sets another x86 processor would offer, and p
 - ``train eager`` / ``train compiled``: 3 Hopper iterations of ``ppo train --seed 1``, hash of the metrics (timings
   left out) and the final return.
 
-    python benchmarks/reproducibility.py
+    python -m benchmarks.probes.reproducibility
 """
 
 from __future__ import annotations
@@ -21,11 +21,10 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from machine import machine_header
+from benchmarks.harness import child_result, machine_header, module_command, ppo_command, read_metrics
 
 TIMING_KEYS = {"sps", "rollout_seconds", "update_seconds"}
 ISA_SETTINGS = {
@@ -83,10 +82,10 @@ def fingerprint_parts() -> dict[str, str]:
 def train_fingerprint(environment: dict[str, str], compiled: bool, runs: Path) -> str:
     """Hash of the metrics of 3 seeded Hopper iterations, and the last return, in a fresh process."""
     name = f"{'compiled' if compiled else 'eager'}-{len(list(runs.iterdir()))}"
-    command = [sys.executable, "-m", "agents", "train", "--seed", "1", "--total-steps", "6144", "--no-progress"]
-    command += ["--runs-dir", str(runs), "--run-name", name] + ([] if compiled else ["--no-compile"])
+    command = ppo_command("train", "--seed", "1", "--total-steps", "6144", "--no-progress", "--runs-dir", str(runs),
+                          "--run-name", name, *([] if compiled else ["--no-compile"]))  # fmt: skip
     subprocess.run(command, check=True, capture_output=True, env=environment)
-    records = [json.loads(line) for line in (runs / name / "metrics.jsonl").read_text().splitlines()]
+    records = read_metrics(runs / name)
     kept = [{key: value for key, value in record.items() if key not in TIMING_KEYS} for record in records]
     last_return = next((r["episode_return"] for r in reversed(records) if "episode_return" in r), float("nan"))
     return f"{digest(json.dumps(kept, sort_keys=True).encode())} (return {last_return:.6f})"
@@ -106,9 +105,7 @@ def main() -> None:
             # a fresh inductor cache per setting: compiled code must be generated for the instruction set in force
             cache = Path(folder) / f"inductor-{len(rows)}"
             environment = {**os.environ, **overrides, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
-            child = [sys.executable, __file__, "--child"]
-            output = subprocess.run(child, check=True, capture_output=True, text=True, env=environment).stdout
-            parts = json.loads(output)
+            parts = child_result(module_command(__spec__.name, "--child"), environment)
             runs = Path(folder) / f"runs-{len(rows)}"
             runs.mkdir()
             parts["train eager"] = train_fingerprint(environment, compiled=False, runs=runs)

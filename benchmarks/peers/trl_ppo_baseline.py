@@ -37,7 +37,7 @@ Set-up (2-core CPU machine, package registries only; the torch pin keeps the CPU
 
 Run:
 
-    /work/trl-venv/bin/python benchmarks/trl_ppo_baseline.py --updates 3 --threads 1 --new-tokens 32 --batch 8
+    /work/trl-venv/bin/python -m benchmarks.peers.trl_ppo_baseline --updates 3 --threads 1 --new-tokens 32 --batch 8
 
 Deviations from "the same model, batch and lengths" (all deliberate, listed here and in "settings"):
     * The weights are the Q4_1 GGUF of SmolLM2-135M-Instruct, de-quantized to fp32 by transformers;

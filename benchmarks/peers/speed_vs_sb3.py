@@ -5,19 +5,16 @@ networks, separate value net), both with 1 torch thread. Each contender runs in 
 one after another, and is timed over ``--iterations`` PPO iterations after one warm-up iteration
 (SB3's first call and our torch.compile are excluded, and reported separately).
 
-    python benchmarks/speed_vs_sb3.py --env-id Hopper-v5 --iterations 10
+    python -m benchmarks.peers.speed_vs_sb3 --env-id Hopper-v5 --iterations 10
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import time
 
-from machine import machine_header
-
+from benchmarks.harness import child_result, iteration_times, machine_header, module_command, read_metrics
 from envs.mujoco import raw_stepping_speed
 
 STEPS = 2048
@@ -79,22 +76,21 @@ def this_ppo(env_id: str, iterations: int, compile: bool, threads: int = 1) -> d
         start = time.perf_counter()
         run_dir = train(config)
         total = time.perf_counter() - start
-        records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    timed = records[1:]
-    seconds = sum(r["rollout_seconds"] + r["update_seconds"] for r in timed)
+        records = read_metrics(run_dir)
+    times = iteration_times(records)
     return {
-        "steps_per_second": STEPS * len(timed) / seconds,
+        "steps_per_second": STEPS * times.iterations / times.seconds,
         "warmup_seconds": records[0]["rollout_seconds"] + records[0]["update_seconds"],
-        "rollout_seconds_per_iteration": sum(r["rollout_seconds"] for r in timed) / len(timed),
-        "update_seconds_per_iteration": sum(r["update_seconds"] for r in timed) / len(timed),
+        "rollout_seconds_per_iteration": times.rollout_seconds,
+        "update_seconds_per_iteration": times.update_seconds,
         "wall_seconds_including_setup": total,
     }
 
 
 def in_subprocess(name: str, args: argparse.Namespace) -> dict:
-    command = [sys.executable, __file__, "--only", name, "--env-id", args.env_id, "--iterations", str(args.iterations)]
-    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    return json.loads(output.strip().splitlines()[-1])
+    return child_result(
+        module_command(__spec__.name, "--only", name, "--env-id", args.env_id, "--iterations", str(args.iterations))
+    )
 
 
 def main() -> None:

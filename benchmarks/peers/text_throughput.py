@@ -10,10 +10,10 @@ Default model (SmolLM2-135M-Instruct, fp32, CPU), 8 prompts of about 11 tokens, 
    32 new tokens, 4 epochs, minibatch 8 sequences; continuations of reviews rarely stop before the
    limit, so the lengths match TRL's, which never stops): generated tokens per second of wall-clock,
    first iteration excluded; full fine-tuning and LoRA rank 8, each in its own process for its peak memory.
-3. TRL 1.12's PPOTrainer on the same model, batch and lengths, run by ``benchmarks/trl_ppo_baseline.py``
+3. TRL 1.12's PPOTrainer on the same model, batch and lengths, run by ``benchmarks/peers/trl_ppo_baseline.py``
    with the Python of a separate venv (``--trl-python``; TRL is a peer, not a dependency).
 
-    python benchmarks/text_throughput.py --trl-python /work/trl-venv/bin/python
+    python -m benchmarks.peers.text_throughput --trl-python /work/trl-venv/bin/python
 """
 
 from __future__ import annotations
@@ -21,15 +21,18 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
-from machine import machine_header
 
+from benchmarks.harness import child_result, iteration_times, machine_header, module_command, read_metrics
+
+TRL_BASELINE = "benchmarks.peers.trl_ppo_baseline"
+"""The TRL measurement, run as a module by the TRL venv's python (it imports nothing of this project)."""
 PROMPTS = [
     "What is 7 + 5? Answer:",
     "What is 13 - 4? Answer:",
@@ -89,9 +92,7 @@ def ppo_iterations(
                 separate_critic=separate_critic,
             ),
             objective=objective or Clip(),
-            ppo=TEXT_PPO_DEFAULTS.__class__(
-                **{**TEXT_PPO_DEFAULTS.__dict__, "total_steps": 8 * 32 * iterations, "epochs": 4, "minibatch_size": 8}
-            ),
+            ppo=replace(TEXT_PPO_DEFAULTS, total_steps=8 * 32 * iterations, epochs=4, minibatch_size=8),
             run=RunConfig(
                 runs_dir=Path(runs),
                 run_name="bench",
@@ -102,18 +103,16 @@ def ppo_iterations(
             ),
         )
         run_dir = train_text(config)
-        records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        records = read_metrics(run_dir)
         trainable = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=False)["trainable"]
-    timed = records[1:]
-    tokens = sum(r["global_step"] - p["global_step"] for p, r in zip(records, records[1:]))
-    seconds = sum(r["rollout_seconds"] + r["update_seconds"] for r in timed)
+    timed, times = records[1:], iteration_times(records)
     return {
-        "iterations_timed": len(timed),
-        "seconds_per_iteration": seconds / len(timed),
-        "rollout_seconds": sum(r["rollout_seconds"] for r in timed) / len(timed),
-        "update_seconds": sum(r["update_seconds"] for r in timed) / len(timed),
+        "iterations_timed": times.iterations,
+        "seconds_per_iteration": times.seconds_per_iteration,
+        "rollout_seconds": times.rollout_seconds,
+        "update_seconds": times.update_seconds,
         "mean_response_length": sum(r["response_length"] for r in timed) / len(timed),
-        "generated_tokens_per_second": tokens / seconds,
+        "generated_tokens_per_second": times.steps_per_second,
         "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2,
         "trainable_millions": sum(t.numel() for t in trainable.values()) / 1e6,
     }
@@ -121,22 +120,9 @@ def ppo_iterations(
 
 def ppo_in_subprocess(args: argparse.Namespace, lora_rank: int, dtype: str = "fp32") -> dict:
     """``ppo_iterations`` in a fresh process, so its peak memory is its own."""
-    command = [
-        sys.executable,
-        __file__,
-        "--only-ppo",
-        "--lora-rank",
-        str(lora_rank),
-        "--threads",
-        str(args.threads),
-        "--iterations",
-        str(args.iterations),
-        "--dtype",
-        dtype,
-    ]
-    return json.loads(
-        subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
-    )
+    arguments = ["--only-ppo", "--lora-rank", str(lora_rank), "--threads", str(args.threads), "--iterations",
+                 str(args.iterations), "--dtype", dtype]  # fmt: skip
+    return child_result(module_command(__spec__.name, *arguments))
 
 
 def main() -> None:
@@ -144,7 +130,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--iterations", type=int, default=4, help="PPO iterations (the first is not timed)")
     parser.add_argument(
-        "--trl-python", type=Path, help="python of a venv with trl==1.12.0 (see benchmarks/trl_ppo_baseline.py)"
+        "--trl-python", type=Path, help="python of a venv with trl==1.12.0 (see benchmarks/peers/trl_ppo_baseline.py)"
     )
     parser.add_argument("--trl-updates", type=int, default=3)
     parser.add_argument("--skip-sampling", action="store_true", help="skip measurement 1")
@@ -187,21 +173,9 @@ def main() -> None:
             f"mean response {result['mean_response_length']:.1f} tokens, peak {result['peak_rss_gb']:.1f} GB"
         )
     if args.trl_python:
-        command = [
-            str(args.trl_python),
-            str(Path(__file__).with_name("trl_ppo_baseline.py")),
-            "--updates",
-            str(args.trl_updates),
-            "--threads",
-            str(args.threads),
-            "--new-tokens",
-            "32",
-            "--batch",
-            "8",
-        ]
-        trl = json.loads(
-            subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
-        )
+        arguments = ["--updates", str(args.trl_updates), "--threads", str(args.threads), "--new-tokens", "32",
+                     "--batch", "8"]  # fmt: skip
+        trl = child_result(module_command(TRL_BASELINE, *arguments, python=str(args.trl_python)))
         trl_rate = trl["tokens_per_update"] / trl["seconds_per_update"]
         print(
             f"TRL {trl.get('trl_version')} PPOTrainer: {trl['seconds_per_update']:.1f} s per update, "

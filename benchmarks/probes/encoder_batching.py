@@ -3,7 +3,7 @@
 on the same IMDB training reviews in one run. Prints seconds, the ratio, the padded tokens each computes and the
 largest difference between the two embeddings.
 
-    python benchmarks/encoder_batching.py --reviews 1000 --max-tokens 256
+    python -m benchmarks.probes.encoder_batching --reviews 1000 --max-tokens 256
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import argparse
 import time
 
 import torch
-from machine import machine_header  # benchmarks/machine.py: python puts the script's folder on the path
 
+from benchmarks.harness import machine_header
 from envs.text.tasks import minilm
 from envs.text.tasks.sentiment import imdb_split
 

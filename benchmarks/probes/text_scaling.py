@@ -10,7 +10,7 @@ its two phases, sampling and scoring the rollout and the update (the runs' ``rol
 glibc's mmap threshold fixed at 1 MiB (``MALLOC_MMAP_THRESHOLD_``), so freed buffers go back to the system
 at once instead of staying in the heap.
 
-    python benchmarks/text_scaling.py --iterations 3
+    python -m benchmarks.probes.text_scaling --iterations 3
 """
 
 from __future__ import annotations
@@ -20,14 +20,18 @@ import json
 import os
 import resource
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from machine import machine_header
-
-ROOT = Path(__file__).resolve().parents[1]
-
+from benchmarks.harness import (
+    ROOT,
+    child_result,
+    iteration_times,
+    machine_header,
+    module_command,
+    ppo_command,
+    read_metrics,
+)
 
 MMAP_EVERY_BUFFER = {"MALLOC_MMAP_THRESHOLD_": str(1024**2)}  # glibc mallopt(3): allocations >= 1 MiB are mmapped
 CONFIGURATIONS = {
@@ -42,20 +46,17 @@ CONFIGURATIONS = {
 def measure(processes: int, threads: int, fsdp: bool, environment: dict, iterations: int) -> dict:
     """Run the configuration as a child (torchrun for 2 processes) and read its metrics and peak memory."""
     with tempfile.TemporaryDirectory() as runs:
-        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(processes)]
-        command = [*(launcher if processes > 1 else [sys.executable]), "-m", "agents", "train", "text",
-                   "--total-steps", str(16 * 24 * iterations), "--torch-threads", str(threads), "--no-progress",
-                   "--checkpoint-every", "1000", "--runs-dir", runs, "--run-name", "bench",
-                   *(["--fsdp"] if fsdp else []), "sentiment", "--reward-model", "lexicon"]  # fmt: skip
+        command = ppo_command("train", "text", "--total-steps", str(16 * 24 * iterations), "--torch-threads",
+                              str(threads), "--no-progress", "--checkpoint-every", "1000", "--runs-dir", runs,
+                              "--run-name", "bench", *(["--fsdp"] if fsdp else []), "sentiment", "--reward-model",
+                              "lexicon", processes=processes)  # fmt: skip
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), **environment}
         subprocess.run(command, check=True, cwd=ROOT, capture_output=True, env=env)
-        records = [json.loads(line) for line in (Path(runs) / "bench" / "metrics.jsonl").read_text().splitlines()]
-    timed = records[1:]
-    tokens = sum(r["global_step"] - p["global_step"] for p, r in zip(records, records[1:]))
-    seconds = sum(r["rollout_seconds"] + r["update_seconds"] for r in timed)
+        records = read_metrics(Path(runs) / "bench")
+    timed, times = records[1:], iteration_times(records)
     return {
-        "seconds_per_iteration": seconds / len(timed),
-        "generated_tokens_per_second": tokens / seconds,
+        "seconds_per_iteration": times.seconds_per_iteration,
+        "generated_tokens_per_second": times.steps_per_second,
         "peak_rss_gb_largest_process": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024**2,
         "rollout_peak_gb": max(r["rollout_peak_gb"] for r in timed),
         "update_peak_gb": max(r["update_peak_gb"] for r in timed),
@@ -73,9 +74,8 @@ def main() -> None:
     print(machine_header())
     results = {}
     for name in CONFIGURATIONS:
-        child = [sys.executable, __file__, "--only", name, "--iterations", str(args.iterations)]
-        output = subprocess.run(child, check=True, capture_output=True, text=True).stdout
-        results[name] = result = json.loads(output.strip().splitlines()[-1])
+        results[name] = result = child_result(module_command(__spec__.name, "--only", name, "--iterations",
+                                                             str(args.iterations)))  # fmt: skip
         print(
             f"{name}: {result['seconds_per_iteration']:.1f} s per iteration, "
             f"{result['generated_tokens_per_second']:.1f} generated tokens/s of PPO, "

@@ -11,9 +11,9 @@ that iteration's training completions, that of best-of-N the analytic bound ``lo
 Every run: 64 completions of at most 16 tokens per iteration, minibatches of 16, 6,000 generated tokens, one torch
 thread, so two runs go side by side on 2 cores:
 
-    python benchmarks/overoptimisation.py --runs proxy-kl0 proxy-kl0.5 best-of-n &   # one stream
-    python benchmarks/overoptimisation.py --runs proxy-kl0.05 checker-kl0           # the other
-    python benchmarks/overoptimisation.py --plot                                     # figure and table
+    python -m benchmarks.experiments.overoptimisation --runs proxy-kl0 proxy-kl0.5 best-of-n &   # one stream
+    python -m benchmarks.experiments.overoptimisation --runs proxy-kl0.05 checker-kl0           # the other
+    python -m benchmarks.experiments.overoptimisation --plot                                     # figure and table
 
 ``--experiment sentiment`` does the same on the default sentiment task, where the proxy is the learned reward model
 (MiniLM + logistic head on IMDB labels, ``learned_reward``) and the gold is the VADER lexicon of the completion alone
@@ -28,12 +28,11 @@ table, so a figure can be finished on a machine where only some of the runs were
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from text_runs import ppo_eval_once, train_text_run
+from benchmarks.harness import ppo_eval_once, read_metrics, train_text_run
 
 
 @dataclass(frozen=True)
@@ -106,7 +105,7 @@ def best_of_n(experiment: Experiment, runs_dir: Path) -> None:
 def rl_points(experiment: Experiment, run_dir: Path) -> list[tuple[float, float | None, float, int]]:
     """(sqrt KL, held-out proxy, held-out gold, iteration) at every evaluation of a run. A run trained on the
     checker logs no proxy (None) and its reward is the gold."""
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    records = read_metrics(run_dir)
     points = []
     for record in records:
         if "eval_reward" in record:

@@ -17,7 +17,7 @@ family, clip 0.2 against adaptive KL 0.01, the families' means and their gap wit
 and the cells run with value clipping and observation normalisation off (``--details-off``: their reports,
 normalised against the same task's random policy and best default setting).
 
-    python benchmarks/table1.py docs/reports/table1/*-v5 --details-off docs/reports/table1/details-off
+    python -m benchmarks.experiments.table1 docs/reports/table1/*-v5 --details-off docs/reports/table1/details-off
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.commands.report import (
+from agents.commands.report.pages import format_number
+from agents.commands.report.scores import (
     PAPER_TABLE1,
     RANDOM_BASELINES_FILE,
     GroupScore,
     average_normalized,
-    format_number,
     normalized_scores,
 )
 from agents.runs.logger import markdown_table

@@ -10,9 +10,9 @@ prompts and noise for every configuration, so the "before" column is the same nu
 of about 0.2 on the learned reward), so a configuration is judged on both checks. One torch thread per run, so two
 streams of configurations go side by side on 2 cores:
 
-    python benchmarks/sentiment_sweep.py --configs default lr3e-5 lr1e-4 p32 &
-    python benchmarks/sentiment_sweep.py --configs p8 e2 e8 kl0.05
-    python benchmarks/sentiment_sweep.py --table        # the table of what has finished
+    python -m benchmarks.experiments.sentiment_sweep --configs default lr3e-5 lr1e-4 p32 &
+    python -m benchmarks.experiments.sentiment_sweep --configs p8 e2 e8 kl0.05
+    python -m benchmarks.experiments.sentiment_sweep --table        # the table of what has finished
 
 Wall-clock per run is written beside it (``<name>.seconds``); it is comparable between runs only when they ran
 under the same load.
@@ -21,12 +21,11 @@ under the same load.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import time
 from pathlib import Path
 
-from text_runs import ppo_eval_once, train_text_run
+from benchmarks.harness import ppo_eval_once, read_metrics, train_text_run
 
 CONFIGS = {
     "default": [],
@@ -72,10 +71,9 @@ def table(runs_dir: Path) -> str:
     base_learned, base_gold = second_check(runs_dir, "base")
     lines.append(f"| starting model | | 0 | | | | {base_learned:.2f}, {base_gold:.3f} | | 0 | | |")
     for name, options in CONFIGS.items():
-        metrics = runs_dir / name / "metrics.jsonl"
         if not (runs_dir / name / "policy" / "config.json").exists():
             continue
-        records = [json.loads(line) for line in metrics.read_text().splitlines()]
+        records = read_metrics(runs_dir / name)
         evals = [r for r in records if "eval_learned_reward" in r]
         trained = [r for r in records if "ref_kl" in r]
         seconds = runs_dir / f"{name}.seconds"

@@ -1,0 +1,1 @@
+"""Speed against the peers: Stable-Baselines3 on the walkers, TRL on language models."""

@@ -1,0 +1,1 @@
+"""Small measurements: the machine, reproducibility, scaling over processes, memory, batching, the GPU path."""
