@@ -32,7 +32,7 @@ from agents.core.objectives import Clip, Penalty
 from agents.core.optimizer import AdamState
 from agents.core.update import UpdateSchedule, make_minibatch_step, ppo_update
 from agents.text.actor_critic import LMActorCritic, ReferencePolicy
-from agents.text.rollout import TextBatchSettings, collect_text
+from agents.text.rollout import TextBatchSettings, build_text_batch, sample_completions
 from agents.text.sharding import shard_policy
 from agents.walkers.gaussian import GaussianActorCritic
 from envs.text.models import build_tiny_model
@@ -59,7 +59,8 @@ def tiny_lm_setup() -> tuple[torch.nn.Module, Minibatch, PPOConfig]:
         return [float(len(c)) for c in completions], {}
 
     generator = torch.Generator().manual_seed(0)
-    rollout = collect_text(policy, ReferencePolicy(model), tokenizer, prompts, length_score, settings, 0.1, generator)
+    samples = sample_completions(policy, tokenizer, prompts, length_score, settings, generator)
+    rollout = build_text_batch(policy, ReferencePolicy(model), tokenizer, samples, settings, 0.1)
     # every token valid, so each process's token mean weighs its half exactly as the whole batch's mean does
     batch = rollout.batch._replace(mask=torch.ones_like(rollout.batch.mask))
     cfg = PPOConfig(epochs=2, minibatch_size=4, normalize_advantages=False, learning_rate=1e-3, max_grad_norm=1.0)

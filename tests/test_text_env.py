@@ -13,7 +13,7 @@ from agents.core.objectives import Clip
 from agents.core.optimizer import AdamState
 from agents.core.update import STAT_NAMES, UpdateSchedule, make_minibatch_step, ppo_update
 from agents.text.actor_critic import LMActorCritic, ReferencePolicy, inverse_cdf_sample, sample_responses
-from agents.text.rollout import TextBatchSettings, collect_text, shaped_rewards
+from agents.text.rollout import TextBatchSettings, build_text_batch, sample_completions, shaped_rewards
 from envs.text.env import TextGenEnv
 from envs.text.models import ModelLoadError, build_tiny_model
 from envs.text.tasks import ArithmeticTask, TaskError, arithmetic_answer
@@ -29,6 +29,13 @@ def letter_count(prompts, completions):
 @pytest.fixture(scope="module")
 def tiny():
     return build_tiny_model()
+
+
+def collect(policy, reference, tokenizer, prompts, score, batch_settings, ref_kl_coef, generator):
+    """What a text iteration does before its update: sample and score one completion per prompt, then build the
+    batch (with the reference's KL at ``ref_kl_coef``)."""
+    samples = sample_completions(policy, tokenizer, prompts, score, batch_settings, generator)
+    return build_text_batch(policy, reference, tokenizer, samples, batch_settings, ref_kl_coef)
 
 
 def settings(**overrides):
@@ -146,7 +153,7 @@ def test_single_env_and_batched_path_give_the_same_episodes(tiny):
     policy = LMActorCritic(model)
     reference = ReferencePolicy(model)
     generator = torch.Generator().manual_seed(7)
-    rollout = collect_text(policy, reference, tokenizer, PROMPTS, letter_count, settings(), 0.0, generator)
+    rollout = collect(policy, reference, tokenizer, PROMPTS, letter_count, settings(), 0.0, generator)
     uniforms = torch.rand(len(PROMPTS), 10, generator=torch.Generator().manual_seed(7))
     env = TextGenEnv(
         tokenizer, PROMPTS, score=lambda p, c: letter_count(p, c)[0], max_new_tokens=10, max_prompt_tokens=16
@@ -199,7 +206,7 @@ def test_first_minibatch_ratio_is_one_and_training_leaves_the_reference_alone(ti
     policy = LMActorCritic(model)
     reference = ReferencePolicy(model)
     reference_before = {k: v.clone() for k, v in reference.lm.state_dict().items()}
-    rollout = collect_text(
+    rollout = collect(
         policy,
         reference,
         tokenizer,
@@ -251,7 +258,7 @@ def test_batched_rollout_masks_after_eos_and_applies_the_eos_penalty(tiny):
         eos_direction = biased.lm_head.weight[tokenizer.eos_token_id]
         biased.transformer.ln_f.bias += 4.0 * eos_direction / eos_direction.norm() ** 2
     policy = LMActorCritic(biased)
-    rollout = collect_text(
+    rollout = collect(
         policy,
         ReferencePolicy(biased),
         tokenizer,
@@ -278,7 +285,7 @@ def test_the_loss_aggregation_reaches_the_update_of_unequal_completions(tiny):
     model, tokenizer = tiny
     policy = LMActorCritic(copy.deepcopy(model))
     generator = torch.Generator().manual_seed(0)
-    rollout = collect_text(policy, ReferencePolicy(model), tokenizer, PROMPTS, letter_count, settings(), 0.1, generator)
+    rollout = collect(policy, ReferencePolicy(model), tokenizer, PROMPTS, letter_count, settings(), 0.1, generator)
     lengths = torch.tensor([10, 7, 3, 1])  # completions of unequal length, as EOS makes them
     mask = (torch.arange(10) < lengths[:, None]).float()
     batch = rollout.batch._replace(mask=mask, advantages=rollout.batch.advantages + torch.arange(10.0))
