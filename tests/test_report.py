@@ -236,6 +236,18 @@ def test_report_figures_are_valid_pngs_of_the_documented_size_and_the_html_links
         assert (out / link).is_file()
 
 
+def test_each_figure_of_a_one_environment_report_is_shown_once_on_both_pages(tmp_path):
+    for seed in (1, 2):
+        write_run(tmp_path / "runs" / f"s{seed}", mujoco_config("Hopper-v5", Clip(), seed), mujoco_records(100.0))
+    out = tmp_path / "report"
+    page = write_report(find_runs([tmp_path / "runs"]), out, random_returns={"Hopper-v5": 0.0}).read_text()
+    images = re.findall(r"<img src='([^']+)'", page)
+    linked = re.findall(r"!\[[^]]*\]\(([^)]+)\)", (out / "report.md").read_text())
+    written = sorted(path.name for path in out.glob("*.png"))
+    assert sorted(images) == sorted(linked) == written  # every PNG once, on both pages
+    assert [name for name in images if name.startswith("learning_curves")] == ["learning_curves_Hopper-v5.png"]
+
+
 def test_sample_completions_line_up_by_prompt_or_sit_side_by_side(synthetic_runs, tmp_path):
     out = tmp_path / "report"
     write_report(find_runs([synthetic_runs]), out, random_returns=RANDOM_RETURNS)

@@ -1,5 +1,5 @@
-"""Every figure of the report, written as PNGs into the report folder: learning curves (per environment and all
-environments side by side), the KL and clipping diagnostics, and the text plots. The only
+"""Every figure of the report, written as PNGs into the report folder: learning curves (per environment, and all
+environments side by side when there are several), the KL and clipping diagnostics, and the text plots. The only
 module of the project that imports matplotlib (an import-linter contract in pyproject.toml says so)."""
 
 from __future__ import annotations
@@ -210,8 +210,9 @@ def text_figure(env: str, env_groups: Mapping[str, Sequence[Run]], colors: Mappi
 def write_figures(
     by_env: Mapping[str, Mapping[str, Sequence[Run]]], colors: Mapping[str, tuple], out: Path
 ) -> dict[str, list[str]]:
-    """Every figure of the report into ``out``: section title -> PNG file names."""
-    combined = [combined_learning_curves_figure(by_env, colors, out)]
+    """Every figure of the report into ``out``: section title -> PNG file names, each figure once. The combined
+    learning curves only when there are several environments: with one it would repeat that environment's figure."""
+    combined = [combined_learning_curves_figure(by_env, colors, out)] if len(by_env) > 1 else []
     figures = {
         "Learning curves (mean ± 1 std over seeds)": combined
         + [learning_curve_figure(env, env_groups, colors, out) for env, env_groups in by_env.items()],
