@@ -3,6 +3,8 @@
 benchmarks/gpu_check.sh runs these on a GPU machine (``pytest -m cuda``).
 """
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -39,7 +41,7 @@ def test_a_language_model_trains_on_the_gpu(tmp_path, dtype):
         text=TextEnvConfig(
             model="tiny", task=ArithmeticTaskConfig(), prompts_per_iteration=8, max_new_tokens=8, dtype=dtype
         ),
-        ppo=TEXT_PPO_DEFAULTS.__class__(**{**TEXT_PPO_DEFAULTS.__dict__, "total_steps": 128}),
+        ppo=replace(TEXT_PPO_DEFAULTS, total_steps=128),
         run=RunConfig(runs_dir=tmp_path, run_name=dtype, device="cuda", progress=False),
     )
     run_dir = train_text(config)

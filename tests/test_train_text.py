@@ -127,14 +127,8 @@ def test_reward_failure_stops_with_the_checkpoint_intact_and_resume_matches(tmp_
     checkpoint_bytes = (broken_dir / "checkpoints" / "latest.pt").read_bytes()
     assert load_checkpoint(broken_dir)["iteration"] == 2
     monkeypatch.setenv("REWARD_FAILS_AT", "never")
-    train_text(
-        tiny_text_config(tmp_path, "ignored", custom_task, total_steps=1).__class__(
-            **{
-                **tiny_text_config(tmp_path, "ignored", custom_task).__dict__,
-                "run": RunConfig(resume=broken_dir, progress=False),
-            }
-        )
-    )
+    resume = RunConfig(resume=broken_dir, progress=False)
+    train_text(replace(tiny_text_config(tmp_path, "ignored", custom_task), run=resume))
     resumed = read_jsonl(broken_dir / METRICS_FILE)
     assert without_measurements(read_jsonl(whole / METRICS_FILE)) == without_measurements(resumed)
     assert checkpoint_bytes != (broken_dir / "checkpoints" / "latest.pt").read_bytes()
