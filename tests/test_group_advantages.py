@@ -7,6 +7,7 @@ import torch
 
 from agents.core.group_advantages import (
     GROUP_ESTIMATORS,
+    SampledGroups,
     dr_grpo_advantages,
     fill_batch,
     group_advantages,
@@ -14,7 +15,6 @@ from agents.core.group_advantages import (
     grpo_advantages,
     per_token,
     rloo_advantages,
-    select_informative_groups,
     soft_overlong_penalty,
     zero_variance_groups,
 )
@@ -131,10 +131,11 @@ def test_per_token_broadcasts_over_unequal_lengths():
         (lambda: group_advantages(REWARDS, 4, "ppo"), "grpo, dr-grpo, rloo"),
         (lambda: soft_overlong_penalty(torch.zeros(2), 10, 0), "0 < cache_length <= max_length"),
         (lambda: soft_overlong_penalty(torch.zeros(2), 10, 11), "0 < cache_length <= max_length"),
-        (lambda: fill_batch(lambda k: torch.zeros(2 * k), 0, 2, 3), "at least 1"),
-        (lambda: fill_batch(lambda k: torch.zeros(2 * k), 2, 2, 0), "at least 1"),
-        (lambda: fill_batch(lambda k: torch.zeros(2 * k), 2, 1, 3), "G >= 2"),
-        (lambda: fill_batch(lambda k: torch.zeros(3), 2, 2, 3), "num_groups * group_size"),
+        (lambda: fill_batch(lambda k: groups_of(torch.zeros(2 * k), 2), 0, 2, 3), "at least 1"),
+        (lambda: fill_batch(lambda k: groups_of(torch.zeros(2 * k), 2), 2, 2, 0), "at least 1"),
+        (lambda: fill_batch(lambda k: groups_of(torch.zeros(2 * k), 2), 2, 1, 3), "G >= 2"),
+        (lambda: fill_batch(lambda k: SampledGroups(torch.zeros(3), [1]), 2, 2, 3), "num_groups * group_size"),
+        (lambda: fill_batch(lambda k: SampledGroups(torch.zeros(4), [1]), 2, 2, 3), "pass one per group"),
     ],
 )
 def test_bad_shapes_and_sizes_name_the_fix(call, fix):
@@ -156,18 +157,18 @@ def test_soft_overlong_penalty_whole_budget_as_cache():
     assert soft_overlong_penalty(torch.tensor([0, 1, 4, 5]), 4, 4).tolist() == [0.0, -0.25, -1.0, -1.0]
 
 
-def test_select_informative_groups():
-    assert select_informative_groups(REWARDS, 4).tolist() == [0, 2]
-    assert select_informative_groups(torch.ones(6), 3).tolist() == []
+def groups_of(rewards: torch.Tensor, group_size: int) -> SampledGroups:
+    """Flat rewards as a round of groups that count one each (the text world's unit)."""
+    return SampledGroups(rewards, [1] * (rewards.shape[0] // group_size))
 
 
-def scripted(rounds_of_rewards):
+def scripted(rounds_of_rewards, group_size=2):
     """A ``sample_groups`` that returns the given rewards round after round and records what it was asked for."""
     asked = []
 
     def sample_groups(k):
         asked.append(k)
-        return torch.tensor(rounds_of_rewards[len(asked) - 1])
+        return groups_of(torch.tensor(rounds_of_rewards[len(asked) - 1]), group_size)
 
     return sample_groups, asked
 
@@ -180,27 +181,27 @@ def test_fill_batch_resamples_until_full():
             [0.0, 1.0, 3.0, 3.0, 1.0, 0.0, 7.0, 8.0],  # groups 0, 2, 3 informative; only 2 still missing
         ]
     )
-    out = fill_batch(sample_groups, groups_wanted=3, group_size=2, max_rounds=10)
+    out = fill_batch(sample_groups, wanted=3, group_size=2, max_rounds=10)
     assert asked == [3, 3, 2]  # it asks for the groups still missing
     assert out.kept == [(1, 1), (2, 0), (2, 2)]
-    assert out.rewards.tolist() == [0.0, 1.0, 0.0, 1.0, 1.0, 0.0]
+    assert out.fillers == []
     assert out.groups_sampled == 10
     assert out.groups_dropped == 6
     assert out.rounds == 3
     assert not out.hit_cap
 
 
-def test_fill_batch_stops_at_max_rounds():
+def test_fill_batch_tops_up_with_dropped_groups_at_max_rounds():
     calls = []
 
     def always_flat(k):
         calls.append(k)
-        return torch.ones(3 * k)
+        return groups_of(torch.ones(3 * k), 3)
 
-    out = fill_batch(always_flat, groups_wanted=2, group_size=3, max_rounds=4)
+    out = fill_batch(always_flat, wanted=2, group_size=3, max_rounds=4)
     assert calls == [2, 2, 2, 2]
     assert out.kept == []
-    assert out.rewards.tolist() == []
+    assert out.fillers == [(0, 0), (0, 1)], "the first dropped groups, in the order sampled"
     assert out.groups_sampled == 8
     assert out.groups_dropped == 8
     assert out.rounds == 4
@@ -209,20 +210,21 @@ def test_fill_batch_stops_at_max_rounds():
 
 def test_fill_batch_full_on_the_last_allowed_round_is_not_capped():
     sample_groups, asked = scripted([[1.0, 0.0, 0.0, 1.0]])
-    out = fill_batch(sample_groups, groups_wanted=2, group_size=2, max_rounds=1)
+    out = fill_batch(sample_groups, wanted=2, group_size=2, max_rounds=1)
     assert out.kept == [(0, 0), (0, 1)]
     assert out.rounds == 1
     assert not out.hit_cap
 
 
-def test_fill_batch_fixed_groups_per_round():
-    sample_groups, asked = scripted(
-        [[2.0, 2.0, 0.0, 1.0, 4.0, 4.0, 9.0, 9.0], [1.0, 1.0, 1.0, 0.0, 0.0, 1.0, 3.0, 3.0]]
-    )
-    out = fill_batch(sample_groups, groups_wanted=2, group_size=2, max_rounds=5, groups_per_round=4)
-    assert asked == [4, 4]
-    assert out.kept == [(0, 1), (1, 1)]
-    assert out.groups_sampled == 8
-    assert out.groups_dropped == 5  # [2, 2], [4, 4], [9, 9], [1, 1], [3, 3]; [0, 1] in round 1 is surplus
-    assert out.rounds == 2
-    assert not out.hit_cap
+def test_fill_batch_counts_group_sizes_and_keeps_the_group_that_crosses_the_line():
+    # the walkers' unit: each group adds its environment steps; the batch is full once they reach `wanted`
+    rounds = iter([SampledGroups(torch.tensor([1.0, 1.0, 0.0, 2.0, 3.0, 4.0]), [40, 30, 50])])
+    out = fill_batch(lambda missing: next(rounds), wanted=60, group_size=2, max_rounds=1)
+    assert out.kept == [(0, 1), (0, 2)], "30 + 50 steps: the second crosses 60 and is kept whole"
+    assert out.dropped == [(0, 0)] and out.fillers == []
+
+
+def test_fill_batch_without_dropping_keeps_flat_groups():
+    sample_groups, asked = scripted([[1.0, 1.0, 0.0, 1.0]])
+    out = fill_batch(sample_groups, wanted=2, group_size=2, max_rounds=1, drop_zero_variance=False)
+    assert out.kept == [(0, 0), (0, 1)] and out.dropped == [] and out.fillers == []

@@ -7,12 +7,13 @@ import pytest
 import torch
 
 from agents.core.config import ConfigError
-from agents.core.objectives import DAPO, GRPO, RLOO, DrGRPO
+from agents.core.objectives import DAPO, GRPO, RLOO, DrGRPO, SamplingPlan
 from agents.runs.checkpoint import load_checkpoint
+from agents.runs.logger import METRICS_FILE, read_jsonl
 from agents.text.config import validate_text_config
-from agents.text.rollout import SampledCompletions, sample_informative_groups
+from agents.text.rollout import SampledCompletions, sample_batch
 from agents.text.train import train_text
-from tests.test_train_text import custom_task, metrics, tiny_text_config  # noqa: F401 - custom_task is a fixture
+from tests.test_train_text import custom_task, tiny_text_config  # noqa: F401 - custom_task is a fixture
 
 GROUP_OBJECTIVES = [GRPO(group_size=4), DrGRPO(group_size=4), RLOO(group_size=4), DAPO(group_size=4)]
 
@@ -20,7 +21,7 @@ GROUP_OBJECTIVES = [GRPO(group_size=4), DrGRPO(group_size=4), RLOO(group_size=4)
 @pytest.mark.parametrize("objective", GROUP_OBJECTIVES, ids=lambda o: o.name)
 def test_each_group_objective_trains_without_a_critic(tmp_path, custom_task, objective):  # noqa: F811
     run_dir = train_text(tiny_text_config(tmp_path, objective.name, custom_task, objective=objective, samples_to_log=8))
-    records = metrics(run_dir)
+    records = read_jsonl(run_dir / METRICS_FILE)
     assert len(records) >= 2
     checkpoint = load_checkpoint(run_dir)
     assert checkpoint["trainable"] and not any(name.startswith("value_head") for name in checkpoint["trainable"])
@@ -40,16 +41,14 @@ def test_each_group_objective_trains_without_a_critic(tmp_path, custom_task, obj
 
 
 def test_the_reference_kl_goes_where_ref_kl_in_says(tmp_path, custom_task):  # noqa: F811
-    nowhere = metrics(
-        train_text(tiny_text_config(tmp_path, "none", custom_task, objective=GRPO(group_size=4), ref_kl_in="none"))
-    )
+    nowhere_config = tiny_text_config(tmp_path, "none", custom_task, objective=GRPO(group_size=4), ref_kl_in="none")
+    nowhere = read_jsonl(train_text(nowhere_config) / METRICS_FILE)
     assert all(r["reference_kl_loss"] == 0.0 and r["ref_kl_coef"] == 0.0 for r in nowhere)
     assert any(r["ref_kl"] > 0 for r in nowhere[1:]), "the KL is still measured and logged"
-    in_loss = metrics(
-        train_text(
-            tiny_text_config(tmp_path, "loss", custom_task, ref_kl_in="loss", ref_kl_coef=0.5, ref_kl_target=None)
-        )
-    )  # PPO-Clip with GRPO's placement
+    in_loss_config = tiny_text_config(  # PPO-Clip with GRPO's placement
+        tmp_path, "loss", custom_task, ref_kl_in="loss", ref_kl_coef=0.5, ref_kl_target=None
+    )
+    in_loss = read_jsonl(train_text(in_loss_config) / METRICS_FILE)
     assert all(r["ref_kl_coef"] == 0.5 for r in in_loss) and any(r["reference_kl_loss"] > 0 for r in in_loss[1:])
     assert all(r["non_score_reward"] == 0.0 for r in in_loss), "no KL in the reward"
 
@@ -93,13 +92,13 @@ def test_dynamic_sampling_keeps_informative_groups_and_tops_up_at_the_cap():
         asked.append(k)
         return scripted_round([float(s) for s in next(script)])
 
-    filled = sample_informative_groups(sample_groups, groups_wanted=3, group_size=2, max_rounds=3)
+    filled = sample_batch(sample_groups, groups_wanted=3, plan=SamplingPlan(2, True, 3))
     assert asked == [3, 2, 1] and filled.rounds == 3 and filled.filler_groups == 0
     assert filled.samples.scores.tolist() == [0.0, 1.0, 3.0, 4.0, 5.0, 6.0]
     assert filled.samples.prompts == ["row 0.0", "row 1.0", "row 3.0", "row 4.0", "row 5.0", "row 6.0"]
     assert (filled.groups_sampled, filled.groups_dropped, filled.generated_tokens) == (6, 3, 3 * 4 * 3)
 
     script = iter([[1, 1, 0, 1], [2, 2, 4, 4]])
-    capped = sample_informative_groups(sample_groups, groups_wanted=3, group_size=2, max_rounds=2)
+    capped = sample_batch(sample_groups, groups_wanted=3, plan=SamplingPlan(2, True, 2))
     assert capped.rounds == 2 and capped.filler_groups == 2 and capped.groups_dropped == 3
     assert capped.samples.scores.tolist() == [0.0, 1.0, 1.0, 1.0, 2.0, 2.0], "the kept group, then dropped ones"

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from agents.core.config import ConfigError, PPOConfig
-from agents.core.objectives import DAPO, GRPO, RLOO, DrGRPO
+from agents.core.objectives import DAPO, GRPO, RLOO, DrGRPO, SamplingPlan
 from agents.runs.checkpoint import load_checkpoint
 from agents.runs.config import RunConfig
 from agents.walkers.config import MujocoEnvConfig, TrainConfig, validate_config
@@ -74,12 +74,13 @@ def test_dynamic_sampling_drops_groups_of_equal_returns_until_the_cap():
     plain = collect_mujoco_groups(envs, policy, min_steps=50, estimator="grpo", action_rng=rng)
     assert plain.zero_variance_groups == plain.groups and plain.groups_dropped == 0
     assert torch.equal(plain.batch.advantages, torch.zeros(plain.batch.size))
-    dynamic = collect_mujoco_groups(
-        envs, policy, min_steps=50, estimator="grpo", action_rng=rng, max_steps=200, drop_zero_variance=True
-    )
-    assert dynamic.steps >= 200, "it kept sampling until the cap"
-    assert dynamic.groups_dropped == dynamic.groups - 1 and dynamic.zero_variance_groups == 1
-    assert dynamic.batch.size == dynamic.finished_episodes[-1][1] * 4, "at the cap only the last group is kept"
+    plan = SamplingPlan(group_size=4, drop_zero_variance=True, max_sampling_rounds=4)
+    dynamic = collect_mujoco_groups(envs, policy, min_steps=50, estimator="grpo", action_rng=rng, plan=plan)
+    assert dynamic.sampling_rounds == 4, "it kept sampling until the cap"
+    assert dynamic.groups_dropped == dynamic.groups, "every group was flat"
+    assert dynamic.filler_groups >= 1 and dynamic.zero_variance_groups == dynamic.filler_groups
+    assert dynamic.batch.size >= 50, "fillers top the batch up to its size"
+    assert torch.equal(dynamic.batch.advantages, torch.zeros(dynamic.batch.size)), "fillers carry no gradient"
 
 
 @pytest.mark.parametrize("objective", [cls(group_size=4) for cls in (GRPO, DrGRPO, RLOO, DAPO)], ids=lambda o: o.name)

@@ -158,75 +158,87 @@ def soft_overlong_penalty(lengths: torch.Tensor, max_length: int, cache_length: 
     return torch.where(lengths <= soft_start, torch.zeros_like(lengths), ramp.clamp(min=-1.0))
 
 
-def select_informative_groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
-    """Long ``(k,)``: indices, ascending, of the groups whose rewards are not all equal (DAPO section 3.2).
+class SampledGroups(NamedTuple):
+    """One round of sampled groups, as ``fill_batch`` sees it."""
 
-    DAPO's constraint ``0 < |{o_i : is_equivalent(a, o_i)}| < G`` for 0/1 accuracy, generalised to any reward.
-    """
-    return torch.nonzero(~zero_variance_groups(rewards, group_size)).reshape(-1)
+    rewards: torch.Tensor
+    """Flat ``(k * G,)`` outcome rewards, the ``G`` members of each of the ``k`` groups contiguous."""
+    sizes: list[int]
+    """``k`` entries: what each group adds to the batch, in the unit of ``wanted`` (text: 1 group; walkers: the
+    group's environment steps)."""
 
 
 class FilledBatch(NamedTuple):
-    """What ``fill_batch`` collected.
+    """What ``fill_batch`` collected; a group is named by ``(round, group_index)``, ``group_index`` indexing the
+    groups ``sample_groups`` returned in that round, so the caller gathers the matching samples.
 
-    ``kept``: ``(round, group_index)`` pairs in the order collected, at most ``groups_wanted``; ``group_index``
-    indexes the groups ``sample_groups`` returned in that round, so the caller gathers the matching samples.
-    ``rewards``: flat ``(len(kept) * G,)`` rewards of the kept groups in that order (ready for an estimator).
-    ``dropped``: ``(round, group_index)`` of every zero-variance group thrown away, in the order sampled
-    (informative groups beyond ``groups_wanted`` are neither kept nor dropped:
-    ``groups_sampled - len(dropped) - len(kept)`` of them). ``groups_sampled``: groups returned over all rounds.
-    ``rounds``: calls made to ``sample_groups``.
-    ``hit_cap``: ``max_rounds`` calls were made and the batch is still not full.
+    ``kept``: the groups for the batch in the order collected. ``fillers``: zero-variance groups put back, in the
+    order sampled, to fill a batch the cap left short (their advantages are 0: no gradient), so its size stays
+    fixed. ``dropped``: every zero-variance group thrown away, fillers included, in the order sampled. Informative
+    groups sampled past a full batch are neither kept nor dropped. ``groups_sampled``: groups returned over all
+    rounds. ``rounds``: calls made to ``sample_groups``.
     """
 
     kept: list[tuple[int, int]]
-    rewards: torch.Tensor
-    groups_sampled: int
+    fillers: list[tuple[int, int]]
     dropped: list[tuple[int, int]]
+    groups_sampled: int
     rounds: int
-    hit_cap: bool
 
     @property
     def groups_dropped(self) -> int:
         """How many zero-variance groups were thrown away."""
         return len(self.dropped)
 
+    @property
+    def hit_cap(self) -> bool:
+        """The batch needed fillers: ``max_rounds`` rounds left it short of informative groups."""
+        return bool(self.fillers)
+
 
 def fill_batch(
-    sample_groups: Callable[[int], torch.Tensor],
-    groups_wanted: int,
+    sample_groups: Callable[[int], SampledGroups],
+    wanted: int,
     group_size: int,
     max_rounds: int,
-    groups_per_round: int | None = None,
+    drop_zero_variance: bool = True,
 ) -> FilledBatch:
-    """DAPO dynamic sampling (section 3.2): resample until ``groups_wanted`` informative groups are collected.
+    """DAPO dynamic sampling (section 3.2), the one driver of both worlds: resample until the kept groups add up to
+    ``wanted`` (in the unit of ``SampledGroups.sizes``).
 
-    Each round calls ``sample_groups(k)``, which samples ``k`` groups and returns their flat rewards
-    (``(k' * G,)``; ``k'`` may differ from ``k``, the driver uses whatever came back), and keeps the groups whose
-    rewards are not all equal. It stops when ``groups_wanted`` are kept (surplus ones from the last round are
-    left out) or after ``max_rounds`` calls, whichever comes first. ``k`` is ``groups_per_round`` when given
-    (verl's DAPO recipe over-samples a fixed ``gen_batch_size``, e.g. 3x the train batch, with
-    ``filter_groups.max_num_gen_batches`` as the cap), else the number of groups still missing.
+    Each round calls ``sample_groups(missing)``, which samples groups worth at least ``missing`` (or what it can)
+    and returns their rewards and sizes; groups whose rewards are all equal are dropped (unless
+    ``drop_zero_variance`` is off: then every group counts and one round fills the batch) and the others are kept,
+    in order, while the batch is short. It stops when the batch is full or after ``max_rounds`` calls (verl's
+    ``filter_groups.max_num_gen_batches``); a batch still short is topped up with dropped groups, in the order
+    sampled, while it is short.
     """
-    if groups_wanted < 1 or max_rounds < 1 or (groups_per_round is not None and groups_per_round < 1):
-        raise ValueError(
-            f"groups_wanted {groups_wanted}, max_rounds {max_rounds}, groups_per_round {groups_per_round}: "
-            "each must be at least 1"
-        )
+    if wanted < 1 or max_rounds < 1:
+        raise ValueError(f"wanted {wanted}, max_rounds {max_rounds}: each must be at least 1")
     if group_size < 2:
         raise ValueError(f"group_size is {group_size}: sample at least 2 responses per prompt (G >= 2)")
     kept: list[tuple[int, int]] = []
     dropped: list[tuple[int, int]] = []
-    kept_rewards: list[torch.Tensor] = []
-    groups_sampled = rounds = 0
-    while len(kept) < groups_wanted and rounds < max_rounds:
-        missing = groups_wanted - len(kept)
-        grouped = group_rewards(sample_groups(groups_per_round or missing), group_size)
-        informative = select_informative_groups(grouped.reshape(-1), group_size)
-        groups_sampled += grouped.shape[0]
-        dropped += [(rounds, index) for index in sorted(set(range(grouped.shape[0])) - set(informative.tolist()))]
-        taken = informative[:missing]
-        kept += [(rounds, int(index)) for index in taken]
-        kept_rewards.append(grouped[taken].reshape(-1))
+    size_of: dict[tuple[int, int], int] = {}
+    filled = groups_sampled = rounds = 0
+    while filled < wanted and rounds < max_rounds:
+        sampled = sample_groups(wanted - filled)
+        flat = zero_variance_groups(group_rewards(sampled.rewards, group_size).reshape(-1), group_size)
+        if len(sampled.sizes) != flat.shape[0]:
+            raise ValueError(f"{flat.shape[0]} groups of rewards but {len(sampled.sizes)} sizes: pass one per group")
+        for index, (size, zero_variance) in enumerate(zip(sampled.sizes, flat.tolist())):
+            size_of[rounds, index] = size
+            if zero_variance and drop_zero_variance:
+                dropped.append((rounds, index))
+            elif filled < wanted:
+                kept.append((rounds, index))
+                filled += size
+        groups_sampled += len(sampled.sizes)
         rounds += 1
-    return FilledBatch(kept, torch.cat(kept_rewards), groups_sampled, dropped, rounds, len(kept) < groups_wanted)
+    fillers = []
+    for group in dropped:
+        if filled >= wanted:
+            break
+        fillers.append(group)
+        filled += size_of[group]
+    return FilledBatch(kept, fillers, dropped, groups_sampled, rounds)

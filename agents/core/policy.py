@@ -1,7 +1,8 @@
 """The contract between the PPO core and a policy: ``ppo_update`` only ever calls ``policy(inputs)``.
 
-``ActorCritic`` is the annotation of the policy at the core's call sites (``ppo_update``,
-``make_minibatch_step``); ``GaussianActorCritic`` (walkers) and ``LMActorCritic`` (text) implement it.
+``ActorCritic`` is the annotation of the policy at the core's call sites (``ppo_update``, and
+``make_minibatch_step`` in ``agents/core/minibatch_step.py``); ``GaussianActorCritic`` (walkers) and
+``LMActorCritic`` (text) implement it.
 """
 
 from __future__ import annotations

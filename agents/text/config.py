@@ -105,7 +105,7 @@ class TextTrainConfig:
     text: TextEnvConfig = TextEnvConfig()
     """The model, the task and the text environment."""
     objective: ObjectiveSubcommand = Clip()
-    """The policy objective: clip, penalty (adaptive KL), fixed-kl, no-clip; critic-free: grpo, dr-grpo, rloo, dapo."""
+    """The policy objective: a name of the core's registry (``ppo train text --help`` lists them)."""
     ppo: PPOConfig = TEXT_PPO_DEFAULTS
     """PPO hyperparameters (text defaults: gamma 1, 4 epochs, vf coef 0.1, value clip 0.2)."""
     run: RunConfig = RunConfig(compile=False, torch_threads=0)
@@ -191,6 +191,6 @@ def validate_group_text_config(config: TextTrainConfig) -> None:
         raise ConfigError(
             f"{objective.name} learns no critic: drop --critic-warmup and --separate-critic (or use clip or penalty)"
         )
-    cache = getattr(objective, "overlong_cache", 0)
+    cache = objective.sampling_plan().overlong_cache
     if cache > text.max_new_tokens:
         raise ConfigError(f"--overlong-cache {cache} is longer than --max-new-tokens {text.max_new_tokens}; lower it")

@@ -5,8 +5,10 @@ GAE over per-token rewards shaped with the reference KL (PPO), or one group-rela
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
 from agents.core.advantages import compute_gae, whiten
@@ -14,14 +16,16 @@ from agents.core.batch import Minibatch
 from agents.core.distributed import all_reduce_sum
 from agents.core.group_advantages import (
     GROUP_ESTIMATORS,
+    SampledGroups,
     fill_batch,
     per_token,
     soft_overlong_penalty,
     zero_variance_groups,
 )
-from agents.core.objectives import AdvantageEstimator, ReferenceKL
+from agents.core.objectives import AdvantageEstimator, ReferenceKL, SamplingPlan
 from agents.text.actor_critic import LMActorCritic, ReferencePolicy, sample_responses
-from agents.text.config import TextEnvConfig
+from agents.text.config import TextEnvConfig, TextTrainConfig, reference_kl_placement
+from envs.text.tokens import decode_completion, encode_prompt, pad_token_id
 
 
 class TextBatchSettings(NamedTuple):
@@ -43,6 +47,26 @@ class TextBatchSettings(NamedTuple):
     """Where the KL to the reference goes: the reward, the loss (the batch carries ``ref_logp``) or nowhere."""
     overlong_cache: int = 0
     """DAPO's soft overlong penalty over the last ``overlong_cache`` tokens before the limit; 0 = off."""
+
+    @classmethod
+    def from_config(cls, config: TextTrainConfig) -> TextBatchSettings:
+        """The settings of a run: its text options, PPO's gamma and lambda, and its objective's sampling plan."""
+        text, ppo, objective = config.text, config.ppo, config.objective
+        plan = objective.sampling_plan()
+        return cls(
+            max_new_tokens=text.max_new_tokens,
+            max_prompt_tokens=text.max_prompt_tokens,
+            temperature=text.temperature,
+            forward_batch=text.forward_batch,
+            gamma=ppo.gamma,
+            gae_lambda=ppo.gae_lambda,
+            eos_penalty=text.eos_penalty,
+            whiten_advantages=text.whiten_advantages,
+            advantage_estimator=objective.advantage_estimator,
+            group_size=plan.group_size,
+            reference_kl=reference_kl_placement(config),
+            overlong_cache=plan.overlong_cache,
+        )
 
 
 class TextRollout(NamedTuple):
@@ -153,26 +177,13 @@ def format_prompts(tokenizer, prompts: list[str], chat_template: bool) -> list[s
 
 def encode_prompts(tokenizer, prompts: list[str], max_prompt_tokens: int) -> list[list[int]]:
     """Token ids of each prompt; a one-line error for an empty prompt or one longer than the limit."""
-    encoded = []
-    for index, prompt in enumerate(prompts):
-        ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        if not ids:
-            raise ValueError(f"prompt {index} is empty; remove it from the prompts")
-        if len(ids) > max_prompt_tokens:
-            raise ValueError(
-                f"prompt {index} has {len(ids)} tokens, more than --max-prompt-tokens {max_prompt_tokens}: "
-                f"{prompt[:60]!r}..."
-            )
-        encoded.append(ids)
-    return encoded
+    return [encode_prompt(tokenizer, p, max_prompt_tokens, f"--max-prompt-tokens {max_prompt_tokens}") for p in prompts]
 
 
-def decode_completions(tokenizer, response_ids: torch.Tensor, response_mask: torch.Tensor, eos_id: int) -> list[str]:
+def decode_completions(tokenizer, response_ids: torch.Tensor, response_mask: torch.Tensor) -> list[str]:
     """The text of each response, EOS and padding dropped."""
-    return [
-        tokenizer.decode([t for t in ids[: int(n)] if t != eos_id], skip_special_tokens=True)
-        for ids, n in zip(response_ids.tolist(), response_mask.sum(-1).tolist())
-    ]
+    lengths = response_mask.sum(-1).tolist()
+    return [decode_completion(tokenizer, ids[: int(n)]) for ids, n in zip(response_ids.tolist(), lengths)]
 
 
 @torch.no_grad()
@@ -182,8 +193,7 @@ def sample_completions(
     """Sample one completion per prompt (``settings.forward_batch`` sequences at a time, with the KV cache) and
     score it with ``score(prompts, completions) -> (scores, metrics)``, then apply the EOS and overlong penalties."""
     device = next(policy.parameters()).device
-    eos_id = tokenizer.eos_token_id
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
+    eos_id, pad_id = tokenizer.eos_token_id, pad_token_id(tokenizer)
     encoded = encode_prompts(tokenizer, prompts, settings.max_prompt_tokens)
     prompt_ids, prompt_mask = left_pad(encoded, pad_id, device)
     uniforms = torch.rand(len(prompts), settings.max_new_tokens, generator=generator).to(device)
@@ -203,7 +213,7 @@ def sample_completions(
     response_ids = torch.cat([c.response_ids for c in chunks])
     response_mask = torch.cat([c.response_mask for c in chunks])
     ended = torch.cat([c.ended for c in chunks])
-    completions = decode_completions(tokenizer, response_ids, response_mask, eos_id)
+    completions = decode_completions(tokenizer, response_ids, response_mask)
     raw_scores, task_metrics = score(prompts, completions)
     scores = torch.tensor(raw_scores, dtype=torch.float32, device=device)
     if settings.eos_penalty is not None:
@@ -238,9 +248,7 @@ def build_text_batch(
     ``group_size`` consecutive completions, and every token of the completion gets that advantage.
     """
     device = samples.scores.device
-    eos_id = tokenizer.eos_token_id
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
-    prompt_ids, prompt_mask = left_pad(samples.prompt_ids, pad_id, device)
+    prompt_ids, prompt_mask = left_pad(samples.prompt_ids, pad_token_id(tokenizer), device)
     response_ids, response_mask, scores = samples.response_ids, samples.response_mask, samples.scores
     size = len(samples.prompts)
     inputs = {
@@ -316,32 +324,12 @@ def build_text_batch(
     )
 
 
-def collect_text(
-    policy: LMActorCritic,
-    reference: ReferencePolicy,
-    tokenizer,
-    prompts: list[str],
-    score,
-    settings: TextBatchSettings,
-    ref_kl_coef: float,
-    generator: torch.Generator,
-) -> TextRollout:
-    """Sample one completion per prompt, score it with ``score(prompts, completions) -> (scores, metrics)``,
-    and build the by-sequence batch (``sample_completions`` then ``build_text_batch``).
-
-    Sampling, the policy's and the reference's forward passes all run ``settings.forward_batch``
-    sequences at a time, so memory is bounded whatever the batch size.
-    """
-    samples = sample_completions(policy, tokenizer, prompts, score, settings, generator)
-    return build_text_batch(policy, reference, tokenizer, samples, settings, ref_kl_coef)
-
-
-class DynamicSampling(NamedTuple):
-    """A batch of whole groups filled by DAPO's dynamic sampling, and how it was filled."""
+class SampledBatch(NamedTuple):
+    """The iteration's completions (whole groups) and how they were sampled."""
 
     samples: SampledCompletions
     rounds: int
-    """Sampling rounds this iteration (at most the cap)."""
+    """Sampling rounds this iteration (at most the cap; 1 without dynamic sampling)."""
     groups_sampled: int
     groups_dropped: int
     """Groups whose scores were all equal, thrown away."""
@@ -351,35 +339,69 @@ class DynamicSampling(NamedTuple):
     """Tokens generated over every round, dropped groups included: what the iteration cost."""
 
 
-def sample_informative_groups(
-    sample_groups: Callable[[int], SampledCompletions], groups_wanted: int, group_size: int, max_rounds: int
-) -> DynamicSampling:
-    """DAPO's dynamic sampling (Yu et al. 2025, section 3.2): ``sample_groups(k)`` samples ``k`` groups of
-    ``group_size`` consecutive completions; groups whose scores are all equal are dropped and more are sampled until
-    ``groups_wanted`` remain or ``max_rounds`` rounds are done. Past the cap the batch is topped up with dropped
-    groups, whose advantages are exactly 0, so its size (and every process's share) stays fixed."""
+def sample_batch(
+    sample_groups: Callable[[int], SampledCompletions], groups_wanted: int, plan: SamplingPlan
+) -> SampledBatch:
+    """The iteration's completions: ``sample_groups(k)`` samples ``k`` prompts ``plan.group_size`` times side by
+    side. With dynamic sampling (DAPO, Yu et al. 2025, section 3.2) the core's ``fill_batch`` drives it, as it drives
+    the walkers': groups whose scores are all equal are dropped and more are sampled until ``groups_wanted`` remain
+    or ``plan.max_sampling_rounds`` rounds are done; past the cap the batch is topped up with dropped groups, whose
+    advantages are exactly 0, so its size (and every process's share) stays fixed. Otherwise one call fills it."""
+    if not plan.drop_zero_variance:
+        samples = sample_groups(groups_wanted)
+        return SampledBatch(samples, 1, groups_wanted, 0, 0, int(samples.response_mask.sum()))
+    group_size = plan.group_size
     rounds: list[SampledCompletions] = []
 
-    def sample_round(k: int) -> torch.Tensor:
-        rounds.append(sample_groups(k))
-        return rounds[-1].scores
+    def sample_round(missing: int) -> SampledGroups:
+        rounds.append(sample_groups(missing))
+        return SampledGroups(rounds[-1].scores, [1] * (len(rounds[-1].prompts) // group_size))
 
-    filled = fill_batch(sample_round, groups_wanted, group_size, max_rounds)
+    filled = fill_batch(sample_round, groups_wanted, group_size, plan.max_sampling_rounds)
 
     def group(round_index: int, group_index: int) -> SampledCompletions:
         first = group_index * group_size
         return rounds[round_index].rows(list(range(first, first + group_size)))
 
-    kept = [group(r, g) for r, g in filled.kept]
-    fillers = [group(r, g) for r, g in filled.dropped[: groups_wanted - len(kept)]]
-    return DynamicSampling(
-        concatenate_samples(kept + fillers),
+    return SampledBatch(
+        concatenate_samples([group(r, g) for r, g in filled.kept + filled.fillers]),
         filled.rounds,
         filled.groups_sampled,
         filled.groups_dropped,
-        len(fillers),
+        len(filled.fillers),
         sum(int(part.response_mask.sum()) for part in rounds),
     )
+
+
+@dataclass
+class PromptGroups:
+    """Draws training prompts (``prompt_rng``) and samples each ``settings.group_size`` times side by side
+    (``generator``), scored by ``score``; remembers each formatted prompt's training prompt for the logged
+    samples."""
+
+    policy: LMActorCritic
+    tokenizer: object
+    train_prompts: list[str]
+    chat_template: bool
+    score: Callable
+    """``score(prompts, completions) -> (scores, metrics)``."""
+    settings: TextBatchSettings
+    prompt_rng: np.random.Generator
+    generator: torch.Generator
+    raw_prompt_of: dict[str, str] = field(default_factory=dict)
+
+    def __call__(self, groups: int) -> SampledCompletions:
+        drawn = self.prompt_rng.integers(len(self.train_prompts), size=groups)
+        raw = [self.train_prompts[i] for i in np.repeat(drawn, self.settings.group_size)]
+        prompts = format_prompts(self.tokenizer, raw, self.chat_template)
+        self.raw_prompt_of.update(zip(prompts, raw))
+        return sample_completions(self.policy, self.tokenizer, prompts, self.score, self.settings, self.generator)
+
+    def training_prompts(self, prompts: list[str]) -> list[str]:
+        """The training prompt of each of ``prompts`` (formatted ones sampled since the last call), then forget."""
+        raw = [self.raw_prompt_of.get(p, p) for p in prompts]
+        self.raw_prompt_of.clear()
+        return raw
 
 
 class HeldoutCompletions(NamedTuple):
@@ -397,8 +419,7 @@ def heldout_completions(
     on the model, the prompts and the seed, not on ``rows`` or the batching."""
     texts = format_prompts(tokenizer, raw_prompts, text.chat_template)[rows]
     device = next(lm.parameters()).device
-    eos_id = tokenizer.eos_token_id
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
+    eos_id, pad_id = tokenizer.eos_token_id, pad_token_id(tokenizer)
     generator = torch.Generator().manual_seed(seed)
     uniforms = torch.rand(len(raw_prompts), text.max_new_tokens, generator=generator)[rows]
     completions: list[str] = []
@@ -409,6 +430,6 @@ def heldout_completions(
         )
         chunk = uniforms[start : start + text.forward_batch].to(device)
         sampled = sample_responses(lm, ids, mask, chunk, text.temperature, eos_id, pad_id)
-        completions += decode_completions(tokenizer, sampled.response_ids, sampled.response_mask, eos_id)
+        completions += decode_completions(tokenizer, sampled.response_ids, sampled.response_mask)
         lengths += sampled.response_mask.sum(-1).tolist()
     return HeldoutCompletions(completions, lengths)

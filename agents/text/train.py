@@ -6,21 +6,18 @@ no critic is built.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
-import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 import torch
-from tqdm import tqdm
 from transformers.utils.logging import disable_progress_bar
 
 from agents.core.distributed import (
     all_reduce_sum,
-    broadcast_,
     full_from_shards,
     gather_objects,
     local_shard,
@@ -29,9 +26,9 @@ from agents.core.distributed import (
     world_size,
 )
 from agents.core.kl import FixedPenalty, KLController, ProportionalKL
-from agents.core.objectives import uses_critic
+from agents.core.minibatch_step import make_minibatch_step
 from agents.core.optimizer import AdamState
-from agents.core.update import UpdateSchedule, make_minibatch_step, ppo_update
+from agents.core.update import ppo_update
 from agents.runs.checkpoint import (
     CheckpointError,
     checkpoint_path,
@@ -39,22 +36,31 @@ from agents.runs.checkpoint import (
     restore_global_rng_state,
     to_storable,
 )
+from agents.runs.iteration import IterationClock, RunProgress, broadcast_trainable, update_metrics, update_schedule
 from agents.runs.memory import largest_peaks, peak_memory_gb, reset_peak_memory
 from agents.runs.session import checkpoint_due, open_run_folder, prepare_run, save_loop_state
-from agents.text.actor_critic import POLICY_DIR, build_policy, save_policy_directory
-from agents.text.config import TextTrainConfig, reference_kl_coef, reference_kl_placement, validate_text_config
-from agents.text.evaluate import heldout_metrics
-from agents.text.proxy import PROXY_REPORT_FILE, run_task
-from agents.text.rollout import (
-    TextBatchSettings,
-    TextRollout,
-    build_text_batch,
-    format_prompts,
-    sample_completions,
-    sample_informative_groups,
+from agents.text.actor_critic import POLICY_DIR, LMActorCritic, build_policy, save_policy_directory
+from agents.text.config import (
+    TextEnvConfig,
+    TextTrainConfig,
+    reference_kl_coef,
+    reference_kl_placement,
+    validate_text_config,
 )
+from agents.text.evaluate import heldout_metrics
+from agents.text.metrics import (
+    group_metrics,
+    mean_over_processes,
+    reference_kl_metrics,
+    sample_rows,
+    sampling_metrics,
+    score_metrics,
+    text_diagnostics,
+)
+from agents.text.proxy import PROXY_REPORT_FILE, run_task
+from agents.text.rollout import PromptGroups, TextBatchSettings, build_text_batch, sample_batch
 from agents.text.sharding import gathered_weights, shard_policy, unsharded_copy
-from envs.text.tasks import checked_scores
+from envs.text.tasks import Task, checked_scores
 
 
 @dataclass
@@ -83,37 +89,6 @@ def make_reference_controller(config: TextTrainConfig) -> KLController:
     if text.ref_kl_target is None or reference_kl_placement(config) != "reward":
         return FixedPenalty(beta=coef)
     return ProportionalKL(beta=coef, kl_target=text.ref_kl_target, horizon=text.ref_kl_horizon)
-
-
-def text_diagnostics(response_ids: torch.Tensor, response_mask: torch.Tensor) -> dict[str, float]:
-    """Reward-hacking signs: mean length, distinct-token ratio and bigram repetition rate of the completions."""
-    lengths = response_mask.sum(-1)
-    distinct, repeated = [], []
-    for ids, n in zip(response_ids.tolist(), lengths.tolist()):
-        tokens = ids[: int(n)]
-        if not tokens:
-            continue
-        distinct.append(len(set(tokens)) / len(tokens))
-        bigrams = list(zip(tokens, tokens[1:]))
-        counts = Counter(bigrams)
-        repeated.append(sum(c - 1 for c in counts.values()) / len(bigrams) if bigrams else 0.0)
-    return {
-        "response_length": float(lengths.float().mean()),
-        "distinct_token_ratio": float(np.mean(distinct)) if distinct else float("nan"),
-        "repetition_rate": float(np.mean(repeated)) if repeated else float("nan"),
-    }
-
-
-def group_metrics(rollout: TextRollout, group_size: int) -> dict[str, float]:
-    """Group-relative runs: the share of the batch's groups (over every process) whose rewards are all equal, and
-    DAPO's mean overlong penalty; nothing for PPO."""
-    if group_size == 1:
-        return {}
-    zero, groups = all_reduce_sum(torch.tensor([rollout.zero_variance_groups, len(rollout.prompts) // group_size]))
-    metrics = {"zero_variance_groups": float(zero) / float(groups)}
-    if rollout.overlong_penalty is not None:
-        metrics["overlong_penalty"] = float(np.mean(gather_objects(float(rollout.overlong_penalty.mean()))))
-    return metrics
 
 
 MOMENTS = ("exp_avg", "exp_avg_sq")
@@ -187,11 +162,32 @@ class TextLoopState:
         self.global_step, self.iteration = state["global_step"], state["iteration"]
 
 
+def task_scores(task: Task, normaliser: ScoreNormaliser, prompts: list[str], completions: list[str]):
+    """Checked task scores, normalised when --normalize-scores is on, and the task's metrics."""
+    scores = checked_scores(task, prompts, completions)
+    return normaliser(scores.rewards), scores.metrics
+
+
+def precision(text: TextEnvConfig, device: torch.device):
+    """bf16 autocast on the run's device when asked (weights, value head and optimiser stay fp32); else fp32."""
+    bf16 = text.dtype == "bf16"
+    return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+
+
+def evaluate(policy: LMActorCritic, tokenizer, task: Task, config: TextTrainConfig, device) -> dict[str, float]:
+    """Held-out scores of the policy as it is now (``--eval-every``), with the same noise every time."""
+    policy.eval()
+    reset_peak_memory(device)
+    with precision(config.text, device), gathered_weights(policy):
+        metrics = heldout_metrics(policy.lm, tokenizer, task, config.text, config.run.seed)
+    return {**metrics, **largest_peaks({"eval_peak_gb": peak_memory_gb(device)})}
+
+
 def train_text(config: TextTrainConfig) -> Path:
     """PPO on a text task as ``config`` says; returns the run folder."""
     config, device, checkpoint = prepare_run(config, validate_text_config)
     text, ppo_cfg, run_cfg, objective = config.text, config.ppo, config.run, config.objective
-    group_size = 1 if uses_critic(objective) else objective.group_size  # completions per prompt
+    plan = objective.sampling_plan()  # plan.group_size completions per prompt
     placement = reference_kl_placement(config)
 
     # Model and reference first (a wrong --model fails before a reward model is trained), then the task
@@ -199,12 +195,10 @@ def train_text(config: TextTrainConfig) -> Path:
     torch.manual_seed(run_cfg.seed)
     policy, reference, tokenizer = build_policy(config, device)
     process_seed = run_cfg.seed + rank()  # every process samples its own prompts and completions
-    prompts_per_process = text.prompts_per_iteration // world_size()
     # a proxy reward is fitted to the starting policy's samples, before any update or sharding
     task = run_task(text, starting_model=lambda: (policy.lm, tokenizer))
     train_prompts = task.prompts("train")
-    params = {name: p.detach() for name, p in policy.named_parameters() if p.requires_grad}
-    broadcast_(list(params.values()))  # identical initial weights on every process
+    params = broadcast_trainable(policy)  # identical initial weights on every process
     if text.fsdp:
         shard_policy(policy, reference, device)  # each process keeps its shard of the weights it was given
         params = {name: p.detach() for name, p in policy.named_parameters() if p.requires_grad}
@@ -212,7 +206,7 @@ def train_text(config: TextTrainConfig) -> Path:
     state = TextLoopState(
         params=params,
         adam=AdamState({name: local_shard(p) for name, p in params.items()}),
-        penalty=config.objective.kl_controller(),
+        penalty=objective.kl_controller(),
         reference_kl=make_reference_controller(config),
         sampling_generator=torch.Generator().manual_seed(process_seed),
         minibatch_generator=torch.Generator().manual_seed(process_seed + 1),
@@ -220,111 +214,47 @@ def train_text(config: TextTrainConfig) -> Path:
         score_normaliser=ScoreNormaliser(calibrated=not text.normalize_scores),
         device=device,
     )
-    run_dir, logger = open_run_folder(config, f"text-{text.task.name}", config.objective.name, state, checkpoint)
+    run_dir, logger = open_run_folder(config, f"text-{text.task.name}", objective.name, state, checkpoint)
     if text.reward == "proxy" and rank() == 0:
         (run_dir / PROXY_REPORT_FILE).write_text(json.dumps(task.report._asdict(), indent=1) + "\n")
     loss_kl_coef = reference_kl_coef(config) if placement == "loss" else 0.0
     minibatch_step = make_minibatch_step(
         policy, objective, ppo_cfg, run_cfg.compile, reference_kl_coef=loss_kl_coef, sharded=text.fsdp
     )
+    settings = TextBatchSettings.from_config(config)
+    score = functools.partial(task_scores, task, state.score_normaliser)
+    sample_groups = PromptGroups(
+        policy, tokenizer, train_prompts, text.chat_template, score, settings, state.prompt_rng,
+        state.sampling_generator,
+    )  # fmt: skip
+    groups_wanted = text.prompts_per_iteration // world_size() // plan.group_size
 
-    def precision():
-        """bf16 autocast on the run's device when asked (weights, value head and optimiser stay fp32); else fp32."""
-        bf16 = text.dtype == "bf16"
-        return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-
-    settings = TextBatchSettings(
-        text.max_new_tokens,
-        text.max_prompt_tokens,
-        text.temperature,
-        text.forward_batch,
-        ppo_cfg.gamma,
-        ppo_cfg.gae_lambda,
-        text.eos_penalty,
-        text.whiten_advantages,
-        objective.advantage_estimator,
-        group_size,
-        placement,
-        getattr(objective, "overlong_cache", 0),
-    )
-
-    def score(prompts: list[str], completions: list[str]):
-        """Checked task scores, normalised when --normalize-scores is on."""
-        scores = checked_scores(task, prompts, completions)
-        return state.score_normaliser(scores.rewards), scores.metrics
-
-    raw_prompt_of: dict[str, str] = {}
-    """Each formatted prompt's training prompt, for the logged samples."""
-
-    def sample_groups(groups: int):
-        """``groups`` prompts drawn from the training prompts, each sampled ``group_size`` times side by side."""
-        drawn = state.prompt_rng.integers(len(train_prompts), size=groups)
-        raw = [train_prompts[i] for i in np.repeat(drawn, group_size)]
-        prompts = format_prompts(tokenizer, raw, text.chat_template)
-        raw_prompt_of.update(zip(prompts, raw))
-        return sample_completions(policy, tokenizer, prompts, score, settings, state.sampling_generator)
-
-    dynamic_sampling = getattr(objective, "dynamic_sampling", False)
-
-    progress = tqdm(
-        total=ppo_cfg.total_steps,
-        initial=min(state.global_step, ppo_cfg.total_steps),
-        unit="tok",
-        disable=not run_cfg.progress or rank() != 0,
-        dynamic_ncols=True,
-    )
-
-    def evaluate() -> dict[str, float]:
-        """Held-out scores of the policy as it is now (``--eval-every``), with the same noise every time."""
-        policy.eval()
-        reset_peak_memory(device)
-        with precision(), gathered_weights(policy):
-            metrics = heldout_metrics(policy.lm, tokenizer, task, text, run_cfg.seed)
-        return {**metrics, **largest_peaks({"eval_peak_gb": peak_memory_gb(device)})}
-
+    progress = RunProgress(run_cfg, ppo_cfg.total_steps, min(state.global_step, ppo_cfg.total_steps), unit="tok")
     try:
-        if text.eval_every and state.iteration == 0:
-            logger.log({"iteration": 0, "global_step": 0, **evaluate()})  # the starting policy, before any update
+        if text.eval_every and state.iteration == 0:  # the starting policy, before any update
+            logger.log({"iteration": 0, "global_step": 0, **evaluate(policy, tokenizer, task, config, device)})
         while state.global_step < ppo_cfg.total_steps:
             state.iteration += 1
             iteration = state.iteration
-            started = time.perf_counter()
-            fraction_left = 1.0 - state.global_step / ppo_cfg.total_steps if ppo_cfg.anneal_lr else 1.0
+            clock = IterationClock()
             warming_up = iteration <= text.critic_warmup
-            schedule = UpdateSchedule(learning_rate=fraction_left * ppo_cfg.learning_rate, beta=state.penalty.beta)
+            schedule = update_schedule(ppo_cfg, state.global_step / ppo_cfg.total_steps, state.penalty)
 
-            groups_wanted = prompts_per_process // group_size
-            sampling_stats = {}
             reset_peak_memory(device)
-            with precision(), gathered_weights(policy):
-                if dynamic_sampling:
-                    filled = sample_informative_groups(
-                        sample_groups, groups_wanted, group_size, objective.max_sampling_rounds
-                    )
-                    samples, generated = filled.samples, filled.generated_tokens
-                    counts = [filled.rounds, filled.groups_sampled, filled.groups_dropped, filled.filler_groups]
-                    rounds, sampled, dropped, fillers = all_reduce_sum(torch.tensor(counts)).tolist()
-                    sampling_stats = {
-                        "sampling_rounds": rounds / world_size(),
-                        "groups_sampled": sampled,
-                        "groups_dropped": dropped,
-                        "filler_groups": fillers,
-                    }
-                else:
-                    samples = sample_groups(groups_wanted)
-                    generated = int(samples.response_mask.sum())
-            with precision():  # under --fsdp on shards: every process runs the same number of forward passes
-                rollout = build_text_batch(policy, reference, tokenizer, samples, settings, state.reference_kl.beta)
-            raw_prompts = [raw_prompt_of.get(p, p) for p in rollout.prompts]
-            raw_prompt_of.clear()
-            tokens = int(all_reduce_sum(torch.tensor(generated)))  # generated by every process, dropped groups too
+            with precision(text, device), gathered_weights(policy):
+                sampled = sample_batch(sample_groups, groups_wanted, plan)
+            with precision(text, device):  # under --fsdp on shards: every process runs the same number of forwards
+                rollout = build_text_batch(
+                    policy, reference, tokenizer, sampled.samples, settings, state.reference_kl.beta
+                )
+            tokens = int(all_reduce_sum(torch.tensor(sampled.generated_tokens)))  # every process's, dropped too
             state.global_step += tokens
-            collected = time.perf_counter()
+            clock.rollout_done()
             rollout_peak = peak_memory_gb(device)
             reset_peak_memory(device)
 
             policy.train(False)  # dropout stays off during updates: the ratio must start at 1 (lm-human-preferences)
-            with precision():
+            with precision(text, device):
                 result = ppo_update(
                     policy,
                     critic_params if warming_up else params,
@@ -337,48 +267,33 @@ def train_text(config: TextTrainConfig) -> Path:
                     evaluation_chunk=text.forward_batch,
                 )
             state.penalty.update(result.kl_after_update, rollout.batch.size * world_size())
-            mean_ref_kl = float(np.mean(gather_objects(float(rollout.ref_kl.mean()))))  # equal shares: mean of means
+            mean_ref_kl = mean_over_processes(rollout.ref_kl)
             state.reference_kl.update(mean_ref_kl, text.prompts_per_iteration)
-            finished = time.perf_counter()
+            clock.update_done()
             update_peak = peak_memory_gb(device)
 
-            scores = [s for part in gather_objects(rollout.scores.tolist()) for s in part]
-            task_metrics: dict[str, list[float]] = {}
-            for part in gather_objects(rollout.task_metrics):
-                for name, values in part.items():
-                    task_metrics.setdefault(name, []).extend(values)
             metrics = {
                 "iteration": iteration,
                 "global_step": state.global_step,
-                "reward": float(np.mean(scores)),
-                **{f"task_{name}": float(np.mean(values)) for name, values in task_metrics.items()},
-                "ref_kl": mean_ref_kl,
-                "ref_kl_coef": state.reference_kl.beta,
-                "non_score_reward": -state.reference_kl.beta * mean_ref_kl if placement == "reward" else 0.0,
-                "eos_rate": float(np.mean(gather_objects(float(rollout.ended.float().mean())))),
+                **score_metrics(rollout),
+                **reference_kl_metrics(mean_ref_kl, state.reference_kl.beta, placement),
+                "eos_rate": mean_over_processes(rollout.ended.float()),
                 **text_diagnostics(rollout.response_ids, rollout.response_mask),
-                **group_metrics(rollout, group_size),
-                **sampling_stats,
+                **group_metrics(rollout, plan.group_size),
+                **sampling_metrics(sampled, plan),
                 "critic_warmup": float(warming_up),
-                "learning_rate": schedule.learning_rate,
-                "beta": schedule.beta,
-                "beta_next": state.penalty.beta,
-                **result.stats,
-                "sps": tokens / (finished - started),
-                "rollout_seconds": collected - started,
-                "update_seconds": finished - collected,
+                **update_metrics(schedule, state.penalty, result),
+                **clock.metrics(tokens),
                 **largest_peaks({"rollout_peak_gb": rollout_peak, "update_peak_gb": update_peak}),
             }
             last = state.global_step >= ppo_cfg.total_steps
             if text.eval_every and (iteration % text.eval_every == 0 or last):
-                metrics.update(evaluate())
+                metrics.update(evaluate(policy, tokenizer, task, config, device))
             logger.log(metrics)
-            samples = zip(raw_prompts, rollout.completions, rollout.scores.tolist())
-            rows = [{"prompt": p, "completion": c, "score": s} for p, c, s in samples][: text.samples_to_log]
+            rows = sample_rows(sample_groups.training_prompts(rollout.prompts), rollout, text.samples_to_log)
             if rows:
                 logger.log_samples(iteration, state.global_step, rows)
-            progress.update(min(tokens, ppo_cfg.total_steps - progress.n))
-            progress.set_postfix(reward=f"{metrics['reward']:.2f}", kl=f"{mean_ref_kl:.2f}", refresh=False)
+            progress.advance(tokens, reward=f"{metrics['reward']:.2f}", kl=f"{mean_ref_kl:.2f}")
 
             if checkpoint_due(iteration, run_cfg, last=last) and (text.keep_checkpoint or not last):
                 save_loop_state(config, run_dir, state)

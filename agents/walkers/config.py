@@ -50,7 +50,7 @@ class TrainConfig:
     env: MujocoEnvConfig = MujocoEnvConfig()
     """The environment."""
     objective: ObjectiveSubcommand = Clip()
-    """The policy objective: clip, penalty (adaptive KL), fixed-kl, no-clip."""
+    """The policy objective: a name of the core's registry (``ppo train --help`` lists them)."""
     ppo: PPOConfig = PPOConfig()
     """PPO hyperparameters."""
     policy: GaussianPolicyConfig = GaussianPolicyConfig()

@@ -4,6 +4,7 @@ group-relative objectives, whole groups of episodes that start from one state, e
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -14,8 +15,9 @@ from gymnasium.vector import SyncVectorEnv
 from agents.core.advantages import compute_gae
 from agents.core.batch import Minibatch, flatten_time_major
 from agents.core.distributed import merge_moments
-from agents.core.group_advantages import GROUP_ESTIMATORS, zero_variance_groups
+from agents.core.group_advantages import GROUP_ESTIMATORS, SampledGroups, fill_batch, zero_variance_groups
 from agents.core.moments import combine_moments
+from agents.core.objectives import SamplingPlan
 from agents.walkers.gaussian import GaussianActorCritic
 
 REWARD_CLIP = 10.0  # clip scaled rewards to +-10 (Huang et al. 2022, continuous detail 9; CleanRL's TransformReward)
@@ -127,8 +129,9 @@ class Rollout(NamedTuple):
 
     batch: Minibatch
     """Flattened ``T * B`` transitions with advantages and value targets."""
-    next_obs: np.ndarray
-    """Observation each env is in after the rollout ``(B, obs_dim)``: where the next rollout starts."""
+    next_obs: np.ndarray | None
+    """Observation each env is in after the rollout ``(B, obs_dim)``: where the next rollout starts; None for group
+    rollouts (every group starts from a reset)."""
     observations: np.ndarray
     """Raw observations seen ``(T * B, obs_dim)``, for the normaliser update after the PPO update."""
     finished_episodes: list[tuple[float, int]]
@@ -141,6 +144,10 @@ class Rollout(NamedTuple):
     """Group rollouts with dynamic sampling: zero-variance groups left out of the batch."""
     steps: int = 0
     """Group rollouts: environment steps taken (dropped groups included)."""
+    sampling_rounds: int = 0
+    """Group rollouts: rounds of ``fill_batch``."""
+    filler_groups: int = 0
+    """Group rollouts with dynamic sampling: dropped groups put back to fill the batch (zero advantage)."""
 
 
 def collect_mujoco(
@@ -229,68 +236,99 @@ def collect_mujoco(
     return Rollout(batch, obs, obs_buffer.reshape(num_steps * num_envs, -1), finished)
 
 
+KEEP_EVERY_GROUP = SamplingPlan()
+"""No dynamic sampling: one round, every group in the batch."""
+
+
+class EpisodeGroup(NamedTuple):
+    """G episodes run side by side from one initial state."""
+
+    observations: list[list[np.ndarray]]
+    """Per episode, the observation of each step."""
+    actions: list[list[np.ndarray]]
+    """Per episode, the (unclipped) action of each step."""
+    returns: np.ndarray
+    """``(G,)`` undiscounted returns."""
+
+    @property
+    def lengths(self) -> list[int]:
+        return [len(episode) for episode in self.observations]
+
+
+def play_group(envs: SyncVectorEnv, actor, action_rng: np.random.Generator) -> EpisodeGroup:
+    """Reset all ``G = num_envs`` environments with one seed (drawn from ``action_rng``), so the G episodes start
+    from the same state, and run them with actions sampled from ``actor`` until every one has ended (terminated or
+    truncated by the time limit)."""
+    group_size = envs.num_envs
+    low, high = envs.single_action_space.low, envs.single_action_space.high
+    obs, _ = envs.reset(seed=[int(action_rng.integers(2**31 - 1))] * group_size)
+    active = np.ones(group_size, dtype=bool)
+    episode_obs, episode_actions = [[] for _ in range(group_size)], [[] for _ in range(group_size)]
+    returns = np.zeros(group_size)
+    obs = obs.astype(np.float32)
+    while active.any():
+        sampled = actor.sample(obs, action_rng)  # for all G, so the random stream does not depend on who is done
+        clipped = np.minimum(np.maximum(sampled, low), high)
+        for index in np.flatnonzero(active):  # only the episodes still running are stepped
+            episode_obs[index].append(obs[index].copy())
+            episode_actions[index].append(sampled[index])
+            next_obs, reward, terminated, truncated, _ = envs.envs[index].step(clipped[index])
+            returns[index] += reward
+            obs[index] = next_obs
+            active[index] = not (terminated or truncated)
+    return EpisodeGroup(episode_obs, episode_actions, returns)
+
+
 def collect_mujoco_groups(
     envs: SyncVectorEnv,
     policy: GaussianActorCritic,
     min_steps: int,
     estimator: str,
     action_rng: np.random.Generator,
-    max_steps: int | None = None,
-    drop_zero_variance: bool = False,
+    plan: SamplingPlan = KEEP_EVERY_GROUP,
+    play: Callable[[], EpisodeGroup] | None = None,
 ) -> Rollout:
-    """Whole groups of episodes, until the batch holds at least ``min_steps`` transitions: each group resets all
-    ``G = num_envs`` environments with one seed (drawn from ``action_rng``), so its G episodes start from the same
-    state, and runs them with actions sampled from ``policy`` until every one has ended (terminated or truncated by
-    the time limit).
+    """Whole groups of episodes (``play_group``), until the batch holds at least ``min_steps`` transitions.
 
     Each episode's undiscounted return is the outcome reward of all its steps; the group-relative ``estimator``
     (``GROUP_ESTIMATORS``) turns the G returns into G advantages, and every step of an episode gets its episode's.
     There is no critic and no bootstrapping: the outcome is the whole return, time-limit truncation included.
 
-    ``drop_zero_variance`` (DAPO's dynamic sampling): groups whose returns are all equal are left out of the batch
-    and more groups are run, until ``min_steps`` transitions are kept or ``max_steps`` steps were taken; a batch
-    that would be empty keeps the last group (its advantages are 0).
+    The batch is filled by the core's ``fill_batch``, as text's is, in environment steps: one round plays groups
+    until it has the steps still missing; with ``plan.drop_zero_variance`` (DAPO's dynamic sampling) groups whose
+    returns are all equal are dropped and another round runs, at most ``plan.max_sampling_rounds``, after which
+    dropped groups fill the batch (the group size is the number of environments, whatever ``plan`` says). ``play``
+    replaces ``play_group`` (tests script the returns with it).
     """
     device = policy.actor_log_std.device
     group_size = envs.num_envs
-    low, high = envs.single_action_space.low, envs.single_action_space.high
     actor = policy.numpy_actor()
+    play = play or (lambda: play_group(envs, actor, action_rng))
+    rounds: list[list[EpisodeGroup]] = []
+    finished: list[tuple[float, int]] = []
+
+    def sample_round(missing_steps: int) -> SampledGroups:
+        played: list[EpisodeGroup] = []
+        while sum(sum(group.lengths) for group in played) < missing_steps:
+            played.append(play())
+            finished.extend(zip(played[-1].returns.tolist(), played[-1].lengths))
+        rounds.append(played)
+        rewards = torch.cat([torch.as_tensor(group.returns, dtype=torch.float32) for group in played])
+        return SampledGroups(rewards, [sum(group.lengths) for group in played])
+
+    filled = fill_batch(sample_round, min_steps, group_size, plan.max_sampling_rounds, plan.drop_zero_variance)
     estimate = GROUP_ESTIMATORS[estimator]
-    observations, actions, advantages, finished = [], [], [], []
-    zero_variance = groups = dropped = steps = kept = 0
-    while kept < min_steps and (max_steps is None or steps < max_steps):
-        obs, _ = envs.reset(seed=[int(action_rng.integers(2**31 - 1))] * group_size)
-        active = np.ones(group_size, dtype=bool)
-        episode_obs, episode_actions = [[] for _ in range(group_size)], [[] for _ in range(group_size)]
-        returns = np.zeros(group_size)
-        obs = obs.astype(np.float32)
-        while active.any():
-            sampled = actor.sample(obs, action_rng)  # for all G, so the random stream does not depend on who is done
-            clipped = np.minimum(np.maximum(sampled, low), high)
-            for index in np.flatnonzero(active):  # only the episodes still running are stepped
-                episode_obs[index].append(obs[index].copy())
-                episode_actions[index].append(sampled[index])
-                next_obs, reward, terminated, truncated, _ = envs.envs[index].step(clipped[index])
-                returns[index] += reward
-                obs[index] = next_obs
-                active[index] = not (terminated or truncated)
-        lengths = [len(episode) for episode in episode_obs]
-        groups += 1
-        steps += sum(lengths)
-        finished.extend(zip(returns.tolist(), lengths))
-        outcome = torch.as_tensor(returns, dtype=torch.float32)
-        flat = bool(zero_variance_groups(outcome, group_size).all())
-        last_chance = kept == 0 and max_steps is not None and steps >= max_steps
-        if flat and drop_zero_variance and not last_chance:
-            dropped += 1
-            continue
-        zero_variance += int(flat)
+    observations, actions, advantages = [], [], []
+    zero_variance = 0
+    for round_index, group_index in filled.kept + filled.fillers:
+        group = rounds[round_index][group_index]
+        outcome = torch.as_tensor(group.returns, dtype=torch.float32)
+        zero_variance += int(zero_variance_groups(outcome, group_size).all())
         group_advantages = estimate(outcome, group_size)
-        for index in range(group_size):
-            observations.extend(episode_obs[index])
-            actions.extend(episode_actions[index])
-            advantages.append(group_advantages[index].expand(lengths[index]))
-        kept += sum(lengths)
+        for index, length in enumerate(group.lengths):
+            observations.extend(group.observations[index])
+            actions.extend(group.actions[index])
+            advantages.append(group_advantages[index].expand(length))
     flat_obs = torch.from_numpy(np.stack(observations)).to(device)
     flat_actions = torch.from_numpy(np.stack(actions)).to(device)
     record = policy.rollout_record(flat_obs, flat_actions)
@@ -308,4 +346,8 @@ def collect_mujoco_groups(
         old_values=zeros,
         mask=torch.ones(len(observations), device=device),
     )
-    return Rollout(batch, obs, np.stack(observations), finished, zero_variance, groups, dropped, steps)
+    steps = sum(length for _, length in finished)
+    return Rollout(
+        batch, None, np.stack(observations), finished, zero_variance, filled.groups_sampled,
+        filled.groups_dropped, steps, filled.rounds, len(filled.fillers),
+    )  # fmt: skip

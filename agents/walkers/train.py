@@ -4,7 +4,6 @@ from one state instead of a fixed number of steps, and no critic is built."""
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,20 +12,27 @@ from typing import ClassVar
 import numpy as np
 import torch
 from gymnasium.vector import SyncVectorEnv
-from tqdm import tqdm
 
 from agents.core.batch import Minibatch
-from agents.core.distributed import all_reduce_sum, broadcast_, gather_objects, rank, world_size
+from agents.core.distributed import all_reduce_sum, gather_objects, rank, world_size
 from agents.core.kl import KLController
-from agents.core.objectives import uses_critic
+from agents.core.minibatch_step import make_minibatch_step
+from agents.core.objectives import SamplingPlan, uses_critic
 from agents.core.optimizer import AdamState
-from agents.core.update import UpdateSchedule, make_minibatch_step, ppo_update
+from agents.core.update import ppo_update
 from agents.runs.checkpoint import (
     CheckpointError,
     from_storable,
     global_rng_state,
     restore_global_rng_state,
     to_storable,
+)
+from agents.runs.iteration import (
+    IterationClock,
+    RunProgress,
+    broadcast_trainable,
+    update_metrics,
+    update_schedule,
 )
 from agents.runs.session import checkpoint_due, open_run_folder, prepare_run, save_loop_state
 from agents.walkers.config import TrainConfig, validate_config
@@ -110,42 +116,56 @@ def equal_shares(batch: Minibatch, generator: torch.Generator) -> Minibatch:
     return batch.select(torch.randperm(batch.size, generator=generator)[:smallest])
 
 
-def group_metrics(rollout: Rollout) -> dict[str, float]:
-    """Over every process: the share of the iteration's groups whose episode returns are all equal, and the groups
-    dynamic sampling dropped."""
+def group_metrics(rollout: Rollout, plan: SamplingPlan) -> dict[str, float]:
+    """Over every process: the share of the iteration's groups whose episode returns are all equal, the groups
+    sampled, and those dynamic sampling dropped (with its rounds and filler groups when it is on)."""
     counts = [rollout.zero_variance_groups, rollout.groups, rollout.groups_dropped]
-    zero, groups, dropped = all_reduce_sum(torch.tensor(counts)).tolist()
-    return {"zero_variance_groups": zero / groups, "groups_sampled": groups, "groups_dropped": dropped}
+    counts += [rollout.sampling_rounds, rollout.filler_groups]
+    zero, groups, dropped, rounds, fillers = all_reduce_sum(torch.tensor(counts)).tolist()
+    metrics = {"zero_variance_groups": zero / groups, "groups_sampled": groups, "groups_dropped": dropped}
+    if plan.drop_zero_variance:
+        metrics.update(sampling_rounds=rounds / world_size(), filler_groups=fillers)
+    return metrics
+
+
+def episode_metrics(state: WalkerLoopState, episodes: list[tuple[float, int]]) -> dict[str, float]:
+    """The mean return and length of the last ``RECENT_EPISODES`` episodes (of every process), and of this
+    iteration's."""
+    nan = float("nan")
+    return {
+        "episode_return": float(np.mean(state.recent_returns)) if state.recent_returns else nan,
+        "episode_length": float(np.mean(state.recent_lengths)) if state.recent_lengths else nan,
+        "episode_return_latest": float(np.mean([r for r, _ in episodes])) if episodes else nan,
+        "episodes_finished": len(episodes),
+    }
 
 
 def train(config: TrainConfig) -> Path:
     """Train PPO on a MuJoCo task as ``config`` says; returns the run folder."""
     config, device, checkpoint = prepare_run(config, validate_config)
     env_cfg, ppo_cfg, run_cfg, objective = config.env, config.ppo, config.run, config.objective
+    plan = objective.sampling_plan()
     groups = not uses_critic(objective)  # group-relative: G environments run the G episodes of a group side by side
-    num_envs = objective.group_size if groups else env_cfg.num_envs
+    num_envs = plan.group_size if groups else env_cfg.num_envs
     # every process steps its own environments: env i of process r resets with seed + r * num_envs + i
     process_seed = run_cfg.seed + rank() * num_envs
 
     # Environments and agent
     envs = make_vector_env(env_cfg.env_id, num_envs)
-    obs_dim = envs.single_observation_space.shape[0]
-    action_dim = envs.single_action_space.shape[0]
     torch.manual_seed(run_cfg.seed)
     policy = GaussianActorCritic(
-        obs_dim,
-        action_dim,
+        envs.single_observation_space.shape[0],
+        envs.single_action_space.shape[0],
         config.policy.hidden_sizes,
         config.policy.initial_log_std,
         env_cfg.normalize_observations,
         critic=not groups,
     ).to(device)
-    params = {name: parameter.detach() for name, parameter in policy.named_parameters()}
-    broadcast_(list(params.values()))  # identical initial weights on every process
+    params = broadcast_trainable(policy)  # identical initial weights on every process
     state = WalkerLoopState(
         policy=policy,
         adam=AdamState(params),
-        penalty=config.objective.kl_controller(),
+        penalty=objective.kl_controller(),
         reward_scaler=RewardScaler(ppo_cfg.gamma, num_envs, enabled=env_cfg.scale_rewards),
         tracker=EpisodeTracker(num_envs),
         minibatch_generator=torch.Generator().manual_seed(process_seed),
@@ -154,40 +174,23 @@ def train(config: TrainConfig) -> Path:
         obs=envs.reset(seed=process_seed)[0],
         device=device,
     )
-    run_dir, logger = open_run_folder(config, env_cfg.env_id, config.objective.name, state, checkpoint)
-    minibatch_step = make_minibatch_step(policy, config.objective, ppo_cfg, run_cfg.compile)
+    run_dir, logger = open_run_folder(config, env_cfg.env_id, objective.name, state, checkpoint)
+    minibatch_step = make_minibatch_step(policy, objective, ppo_cfg, run_cfg.compile)
 
     batch_size = env_cfg.num_steps * env_cfg.num_envs * world_size()  # every process's steps (groups: at least)
     num_iterations = ppo_cfg.total_steps // batch_size  # groups: the budget in steps decides instead
-
-    def finished() -> bool:
-        return state.global_step >= ppo_cfg.total_steps if groups else state.iteration >= num_iterations
-
-    progress = tqdm(
-        total=ppo_cfg.total_steps if groups else num_iterations * batch_size,
-        initial=state.global_step,
-        unit="step",
-        disable=not run_cfg.progress or rank() != 0,
-        dynamic_ncols=True,
-    )
+    total_steps = ppo_cfg.total_steps if groups else num_iterations * batch_size
+    progress = RunProgress(run_cfg, total_steps, state.global_step, unit="step")
     try:
-        while not finished():
+        while state.global_step < total_steps:
             iteration = state.iteration + 1
-            started = time.perf_counter()
-            # Linear learning-rate annealing to 0 (Huang et al. 2022, detail 4)
-            done_fraction = state.global_step / ppo_cfg.total_steps if groups else (iteration - 1) / num_iterations
-            fraction_left = 1.0 - done_fraction if ppo_cfg.anneal_lr else 1.0
-            schedule = UpdateSchedule(learning_rate=fraction_left * ppo_cfg.learning_rate, beta=state.penalty.beta)
+            clock = IterationClock()
+            done = state.global_step / ppo_cfg.total_steps if groups else (iteration - 1) / num_iterations
+            schedule = update_schedule(ppo_cfg, done, state.penalty)
 
             if groups:
                 rollout = collect_mujoco_groups(
-                    envs,
-                    policy,
-                    env_cfg.num_steps,
-                    objective.advantage_estimator,
-                    state.action_rng,
-                    max_steps=env_cfg.num_steps * getattr(objective, "max_sampling_rounds", 1),
-                    drop_zero_variance=getattr(objective, "dynamic_sampling", False),
+                    envs, policy, env_cfg.num_steps, objective.advantage_estimator, state.action_rng, plan
                 )
                 steps = int(all_reduce_sum(torch.tensor(rollout.steps)))  # stepped by every process
                 batch = equal_shares(rollout.batch, state.minibatch_generator).of_any_size()
@@ -203,10 +206,9 @@ def train(config: TrainConfig) -> Path:
                     ppo_cfg.gamma,
                     ppo_cfg.gae_lambda,
                 )
-                steps, batch = batch_size, rollout.batch
-            state.obs = rollout.next_obs
+                steps, batch, state.obs = batch_size, rollout.batch, rollout.next_obs
             state.global_step += steps
-            collected = time.perf_counter()
+            clock.rollout_done()
 
             result = ppo_update(
                 policy, params, state.adam, minibatch_step, batch, ppo_cfg, schedule, state.minibatch_generator
@@ -214,7 +216,7 @@ def train(config: TrainConfig) -> Path:
             # once per iteration, from the whole update (paper, section 4)
             state.penalty.update(result.kl_after_update, batch.size * world_size())
             policy.update_normaliser(rollout.observations)  # after the update, so training saw the rollout's statistics
-            ended = time.perf_counter()
+            clock.update_done()
 
             episodes = [episode for part in gather_objects(rollout.finished_episodes) for episode in part]
             state.recent_returns.extend(r for r, _ in episodes)
@@ -223,25 +225,16 @@ def train(config: TrainConfig) -> Path:
             metrics = {
                 "iteration": iteration,
                 "global_step": state.global_step,
-                "episode_return": float(np.mean(state.recent_returns)) if state.recent_returns else float("nan"),
-                "episode_length": float(np.mean(state.recent_lengths)) if state.recent_lengths else float("nan"),
-                "episode_return_latest": float(np.mean([r for r, _ in episodes])) if episodes else float("nan"),
-                "episodes_finished": len(episodes),
-                "learning_rate": schedule.learning_rate,
-                "beta": schedule.beta,
-                "beta_next": state.penalty.beta,
+                **episode_metrics(state, episodes),
                 "policy_std": float(torch.exp(policy.actor_log_std.detach()).mean()),
-                **(group_metrics(rollout) if groups else {}),
-                **result.stats,
-                "sps": steps / (ended - started),
-                "rollout_seconds": collected - started,
-                "update_seconds": ended - collected,
+                **(group_metrics(rollout, plan) if groups else {}),
+                **update_metrics(schedule, state.penalty, result),
+                **clock.metrics(steps),
             }
             logger.log(metrics)
-            progress.update(min(steps, progress.total - progress.n))
-            progress.set_postfix(sps=f"{metrics['sps']:.0f}", ret=f"{metrics['episode_return']:.1f}", refresh=False)
+            progress.advance(steps, sps=f"{metrics['sps']:.0f}", ret=f"{metrics['episode_return']:.1f}")
 
-            if checkpoint_due(iteration, run_cfg, last=finished()):
+            if checkpoint_due(iteration, run_cfg, last=state.global_step >= total_steps):
                 save_loop_state(config, run_dir, state)
     finally:
         progress.close()

@@ -23,6 +23,7 @@ from gymnasium import spaces
 
 from envs.text.models import DEFAULT_MODEL, load_tokenizer
 from envs.text.tasks import Task, checked_scores, make_task
+from envs.text.tokens import decode_completion, encode_prompt, pad_token_id
 
 ENV_ID = "ppo/TextGen-v0"
 DEFAULT_TASK = "sentiment"
@@ -76,7 +77,7 @@ class TextGenEnv(gym.Env):
         self.max_prompt_tokens = max_prompt_tokens
         self.render_mode = render_mode
         self.eos_id = tokenizer.eos_token_id
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.pad_id = pad_token_id(tokenizer)
         length = max_prompt_tokens + max_new_tokens
         vocab = len(tokenizer)
         self.observation_space = spaces.Dict(
@@ -92,15 +93,8 @@ class TextGenEnv(gym.Env):
 
     def encode_prompt(self, prompt: str) -> list[int]:
         """Token ids of ``prompt`` (no special tokens added); a one-line error if it does not fit."""
-        ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        if not ids:
-            raise ValueError("an empty prompt cannot start an episode")
-        if len(ids) > self.max_prompt_tokens:
-            raise ValueError(
-                f"prompt of {len(ids)} tokens is longer than max_prompt_tokens={self.max_prompt_tokens}; "
-                "shorten it or raise the limit"
-            )
-        return ids
+        limit = self.max_prompt_tokens
+        return encode_prompt(self.tokenizer, prompt, limit, f"max_prompt_tokens={limit}")
 
     def _observation(self) -> dict[str, np.ndarray]:
         length = self.max_prompt_tokens + self.max_new_tokens
@@ -131,7 +125,7 @@ class TextGenEnv(gym.Env):
         terminated = token == self.eos_id or len(generated) >= self.max_new_tokens
         reward, info = 0.0, {}
         if terminated:
-            completion = self.tokenizer.decode([t for t in generated if t != self.eos_id], skip_special_tokens=True)
+            completion = decode_completion(self.tokenizer, generated)
             reward = float(self.score([self._prompt], [completion])[0])
             if not math.isfinite(reward):
                 raise ValueError(f"the reward function returned {reward} for completion {completion!r}")
