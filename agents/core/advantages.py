@@ -65,13 +65,12 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 def whiten(
     x: torch.Tensor,
     mask: torch.Tensor,
-    shift_mean: bool = True,
     eps: float = 1e-8,
     sum_over_processes: Callable[[torch.Tensor], torch.Tensor] = lambda total: total,
 ) -> torch.Tensor:
     """``(x - mean) / (std + eps)`` over the valid entries (unbiased std); masked entries become 0.
 
-    ``shift_mean=False`` only divides by the std (the reward-scaling convention). Any shape.
+    Any shape.
     ``sum_over_processes`` turns each local sum into the sum over every process (e.g. ``all_reduce_sum``), so
     mean and std are those of every process's entries together; by default they are this tensor's own.
     """
@@ -79,5 +78,4 @@ def whiten(
     count = sum_over_processes(mask_f.sum())
     mean = sum_over_processes((x * mask_f).sum()) / count.clamp(min=1.0)
     variance = sum_over_processes((((x - mean) * mask_f) ** 2).sum()) / (count - 1.0).clamp(min=1.0)
-    centred = x - mean if shift_mean else x
-    return centred / (variance.sqrt() + eps) * mask_f
+    return (x - mean) / (variance.sqrt() + eps) * mask_f

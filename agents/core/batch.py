@@ -33,18 +33,6 @@ class Minibatch(NamedTuple):
             ref_logp=None if self.ref_logp is None else self.ref_logp[index],
         )
 
-    def to(self, device: torch.device) -> Minibatch:
-        """The same minibatch on ``device``."""
-        return Minibatch(
-            inputs={key: value.to(device) for key, value in self.inputs.items()},
-            old_logp=self.old_logp.to(device),
-            advantages=self.advantages.to(device),
-            returns=self.returns.to(device),
-            old_values=self.old_values.to(device),
-            mask=self.mask.to(device),
-            ref_logp=None if self.ref_logp is None else self.ref_logp.to(device),
-        )
-
     def of_any_size(self) -> Minibatch:
         """The same minibatch, its first dimension marked dynamic for ``torch.compile``: a step compiled for one
         batch size then serves batches of every size (group rollouts vary from iteration to iteration) instead of

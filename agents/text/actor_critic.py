@@ -52,7 +52,7 @@ def token_log_probs_and_entropy(
 class LMActorCritic(nn.Module):
     """A Hugging Face causal LM with a scalar value head on its last hidden state.
 
-    The value head is fp32 and zero-initialised by default (lm-human-preferences, TRL), so the
+    The value head is fp32 and zero-initialised (lm-human-preferences, TRL), so the
     critic starts at V = 0 and does not disturb early advantages. With ``separate_critic`` the
     value comes from its own copy of the LM (more memory, no interference between the heads).
     With ``critic=False`` (the group-relative objectives) there is no value head at all: no parameters,
@@ -64,7 +64,6 @@ class LMActorCritic(nn.Module):
         lm: nn.Module,
         temperature: float = 1.0,
         separate_critic: bool = False,
-        zero_value_head: bool = True,
         critic: bool = True,
     ) -> None:
         super().__init__()
@@ -75,9 +74,8 @@ class LMActorCritic(nn.Module):
         if critic:
             hidden_size = lm.config.get_text_config().hidden_size
             self.value_head = nn.Linear(hidden_size, 1, dtype=torch.float32)
-            if zero_value_head:
-                nn.init.zeros_(self.value_head.weight)
-                nn.init.zeros_(self.value_head.bias)
+            nn.init.zeros_(self.value_head.weight)
+            nn.init.zeros_(self.value_head.bias)
             self.critic_lm = copy.deepcopy(lm) if separate_critic else None
 
     def critic_parameter_names(self) -> frozenset[str]:
