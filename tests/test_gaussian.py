@@ -23,32 +23,32 @@ def test_initialisation_follows_the_implementation_details():
     assert policy.actor_log_std.tolist() == [0.0, 0.0, 0.0]
 
 
-def test_normaliser_matches_numpy_statistics_over_batches():
+def test_normalizer_matches_numpy_statistics_over_batches():
     policy = GaussianActorCritic(3, 1)
     rng = np.random.default_rng(0)
     batches = [rng.normal(5.0, 3.0, size=(n, 3)) for n in (10, 37, 200)]
     for batch in batches:
-        policy.update_normaliser(batch)
+        policy.update_normalizer(batch)
     everything = np.concatenate(batches)
     np.testing.assert_allclose(policy.obs_mean.numpy(), everything.mean(0), rtol=1e-10)
     np.testing.assert_allclose(policy.obs_var.numpy(), everything.var(0), rtol=1e-10)
     assert policy.obs_count.item() == len(everything)
-    normalised = policy.normalise(torch.tensor(everything, dtype=torch.float32))
+    normalised = policy.normalize(torch.tensor(everything, dtype=torch.float32))
     np.testing.assert_allclose(normalised.mean(0).numpy(), 0.0, atol=1e-4)
     np.testing.assert_allclose(normalised.std(0, unbiased=False).numpy(), 1.0, atol=1e-4)
 
 
-def test_normaliser_clips_to_ten():
+def test_normalizer_clips_to_ten():
     policy = GaussianActorCritic(1, 1)
-    policy.update_normaliser(np.array([[0.0], [1.0]]))
-    assert policy.normalise(torch.tensor([[1e6], [-1e6]])).flatten().tolist() == [10.0, -10.0]
+    policy.update_normalizer(np.array([[0.0], [1.0]]))
+    assert policy.normalize(torch.tensor([[1e6], [-1e6]])).flatten().tolist() == [10.0, -10.0]
 
 
 def test_numpy_actor_matches_the_torch_actor():
     torch.manual_seed(0)
     policy = GaussianActorCritic(5, 2, initial_log_std=-0.5)
     torch.nn.init.normal_(policy.actor_mean[-1].weight)  # make the mean non-trivial
-    policy.update_normaliser(np.random.default_rng(1).normal(2.0, 4.0, size=(100, 5)))
+    policy.update_normalizer(np.random.default_rng(1).normal(2.0, 4.0, size=(100, 5)))
     obs = np.random.default_rng(2).normal(2.0, 4.0, size=(7, 5)).astype(np.float32)
     actor = policy.numpy_actor()
     np.testing.assert_allclose(actor.mean(obs), policy.action_mean(torch.from_numpy(obs)).numpy(), rtol=1e-5, atol=1e-6)

@@ -90,7 +90,7 @@ def test_every_objective_trains_on_hopper(tmp_path, objective):
 def test_checkpoint_round_trip_gives_identical_actions_and_statistics(tmp_path):
     torch.manual_seed(0)
     policy = GaussianActorCritic(11, 3)
-    policy.update_normaliser(np.random.default_rng(0).normal(3.0, 2.0, size=(500, 11)))
+    policy.update_normalizer(np.random.default_rng(0).normal(3.0, 2.0, size=(500, 11)))
     torch.nn.init.normal_(policy.actor_mean[-1].weight)
     config = tiny_config(tmp_path, "x")
     from agents.runs.config import config_to_dict

@@ -64,7 +64,7 @@ from envs.text.tasks import Task, checked_scores
 
 
 @dataclass
-class ScoreNormaliser:
+class ScoreNormalizer:
     """``--normalize-scores``: task scores become ``(score - shift) / scale``, where the first batch it sees
     (sampled by the starting policy, i.e. the reference) fixes shift and scale to give that batch mean 0 and
     std 1 (reward normalisation of Ziegler et al. 2019). Saved in checkpoints, so a resumed run keeps them."""
@@ -113,7 +113,7 @@ class TextLoopState:
     sampling_generator: torch.Generator
     minibatch_generator: torch.Generator
     prompt_rng: np.random.Generator
-    score_normaliser: ScoreNormaliser
+    score_normalizer: ScoreNormalizer
     device: torch.device
     global_step: int = 0
     iteration: int = 0
@@ -128,8 +128,8 @@ class TextLoopState:
             "minibatch_rng": self.minibatch_generator.get_state(),
             "prompt_rng": to_storable(self.prompt_rng.bit_generator.state),
             **global_rng_state(),
-            "score_shift": self.score_normaliser.shift,
-            "score_scale": self.score_normaliser.scale,
+            "score_shift": self.score_normalizer.shift,
+            "score_scale": self.score_normalizer.scale,
             "global_step": self.global_step,
             "iteration": self.iteration,
         }
@@ -158,11 +158,11 @@ class TextLoopState:
         self.minibatch_generator.set_state(state["minibatch_rng"])
         self.prompt_rng.bit_generator.state = state["prompt_rng"]
         restore_global_rng_state(state, self.device)
-        self.score_normaliser = ScoreNormaliser(state["score_shift"], state["score_scale"])
+        self.score_normalizer = ScoreNormalizer(state["score_shift"], state["score_scale"])
         self.global_step, self.iteration = state["global_step"], state["iteration"]
 
 
-def task_scores(task: Task, normaliser: ScoreNormaliser, prompts: list[str], completions: list[str]):
+def task_scores(task: Task, normaliser: ScoreNormalizer, prompts: list[str], completions: list[str]):
     """Checked task scores, normalised when --normalize-scores is on, and the task's metrics."""
     scores = checked_scores(task, prompts, completions)
     return normaliser(scores.rewards), scores.metrics
@@ -211,7 +211,7 @@ def train_text(config: TextTrainConfig) -> Path:
         sampling_generator=torch.Generator().manual_seed(process_seed),
         minibatch_generator=torch.Generator().manual_seed(process_seed + 1),
         prompt_rng=np.random.default_rng(process_seed),
-        score_normaliser=ScoreNormaliser(calibrated=not text.normalize_scores),
+        score_normalizer=ScoreNormalizer(calibrated=not text.normalize_scores),
         device=device,
     )
     run_dir, logger = open_run_folder(config, f"text-{text.task.name}", objective.name, state, checkpoint)
@@ -222,7 +222,7 @@ def train_text(config: TextTrainConfig) -> Path:
         policy, objective, ppo_cfg, run_cfg.compile, reference_kl_coef=loss_kl_coef, sharded=text.fsdp
     )
     settings = TextBatchSettings.from_config(config)
-    score = functools.partial(task_scores, task, state.score_normaliser)
+    score = functools.partial(task_scores, task, state.score_normalizer)
     sample_groups = PromptGroups(
         policy, tokenizer, train_prompts, text.chat_template, score, settings, state.prompt_rng,
         state.sampling_generator,

@@ -15,7 +15,7 @@ from agents.core.policy import Evaluation
 
 # clip normalised observations to +-10 (Huang et al. 2022, continuous detail 7; CleanRL's TransformObservation)
 OBSERVATION_CLIP = 10.0
-NORMALISER_EPS = 1e-8  # variance floor of the observation normaliser (gymnasium NormalizeObservation)
+NORMALIZER_EPS = 1e-8  # variance floor of the observation normaliser (gymnasium NormalizeObservation)
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
@@ -40,7 +40,7 @@ class GaussianActorCritic(nn.Module):
     observation normaliser kept as buffers so it travels with ``state_dict``.
 
     Inputs are raw observations ``(N, obs_dim)``; the module normalises them with its frozen
-    statistics, which the training loop refreshes once per iteration with ``update_normaliser``.
+    statistics, which the training loop refreshes once per iteration with ``update_normalizer``.
     With ``critic=False`` (the group-relative objectives) there is no value MLP and every value is 0.
     """
 
@@ -68,14 +68,14 @@ class GaussianActorCritic(nn.Module):
         """The value MLP's parameters (the actor's mean MLP and log std are the policy's)."""
         return frozenset(name for name, _ in self.named_parameters() if name.startswith("critic."))
 
-    def normalise(self, obs: torch.Tensor) -> torch.Tensor:
+    def normalize(self, obs: torch.Tensor) -> torch.Tensor:
         """``clip((obs - mean) / sqrt(var + eps), -10, 10)`` with the frozen statistics; ``(N, obs_dim)``."""
         if not self.normalize_observations:
             return obs
         return torch.clamp((obs - self.obs_shift) * self.obs_scale, -OBSERVATION_CLIP, OBSERVATION_CLIP)
 
     @torch.no_grad()
-    def update_normaliser(self, obs: np.ndarray) -> None:
+    def update_normalizer(self, obs: np.ndarray) -> None:
         """Merge a batch of raw observations ``(N, obs_dim)`` (of every process) into the running mean/var
         (Chan et al. parallel update).
         """
@@ -91,12 +91,12 @@ class GaussianActorCritic(nn.Module):
         self.obs_var.copy_(var)
         self.obs_count.copy_(count)
         self.obs_shift.copy_(self.obs_mean.to(self.obs_shift.dtype))
-        self.obs_scale.copy_(torch.rsqrt(self.obs_var + NORMALISER_EPS).to(self.obs_scale.dtype))
+        self.obs_scale.copy_(torch.rsqrt(self.obs_var + NORMALIZER_EPS).to(self.obs_scale.dtype))
 
     @torch.no_grad()
     def action_mean(self, obs: torch.Tensor) -> torch.Tensor:
         """The mean action ``mu(s)`` for raw observations ``(N, obs_dim)``; returns ``(N, action_dim)``."""
-        return self.actor_mean(self.normalise(obs))
+        return self.actor_mean(self.normalize(obs))
 
     @torch.no_grad()
     def numpy_actor(self) -> NumpyActor:
@@ -111,41 +111,41 @@ class GaussianActorCritic(nn.Module):
             normalize_observations=self.normalize_observations,
         )
 
-    def critic_value(self, normalised: torch.Tensor) -> torch.Tensor:
+    def critic_value(self, normalized: torch.Tensor) -> torch.Tensor:
         """The value MLP on normalised observations ``(N, obs_dim)``, or zeros without a critic; ``(N,)``."""
         if self.critic is None:
-            return normalised.new_zeros(normalised.shape[0])
-        return self.critic(normalised).squeeze(-1)
+            return normalized.new_zeros(normalized.shape[0])
+        return self.critic(normalized).squeeze(-1)
 
     @torch.no_grad()
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """``V(s)`` for raw observations ``(N, obs_dim)``; returns ``(N,)``."""
-        return self.critic_value(self.normalise(obs))
+        return self.critic_value(self.normalize(obs))
 
     @torch.no_grad()
     def rollout_record(self, obs: torch.Tensor, actions: torch.Tensor) -> dict[str, torch.Tensor]:
         """What the update needs from the behaviour policy, for a whole rollout at once: ``old_logp``, the
         old action mean (for the exact KL), ``values``; every tensor ``(N,)`` or ``(N, action_dim)``."""
-        normalised = self.normalise(obs)
-        mean = self.actor_mean(normalised)
+        normalized = self.normalize(obs)
+        mean = self.actor_mean(normalized)
         log_std = self.actor_log_std.expand_as(mean)
         return {
             "old_logp": diagonal_gaussian_log_prob(actions, mean, log_std),
             "old_mean": mean,
             "old_log_std": log_std.clone(),
-            "values": self.critic_value(normalised),
+            "values": self.critic_value(normalized),
         }
 
     def forward(self, inputs: dict[str, torch.Tensor]) -> Evaluation:
         """Evaluate a minibatch of transitions: ``inputs`` holds ``obs (N, obs_dim)``, ``actions (N, action_dim)``,
         ``old_mean (N, action_dim)`` and ``old_log_std (N, action_dim)``; every output is ``(N,)``."""
-        normalised = self.normalise(inputs["obs"])
-        mean = self.actor_mean(normalised)
+        normalized = self.normalize(inputs["obs"])
+        mean = self.actor_mean(normalized)
         log_std = self.actor_log_std.expand_as(mean)
         return Evaluation(
             logp=diagonal_gaussian_log_prob(inputs["actions"], mean, log_std),
             entropy=(0.5 + LOG_SQRT_2PI + log_std).sum(-1),
-            value=self.critic_value(normalised),
+            value=self.critic_value(normalized),
             kl=gaussian_kl(inputs["old_mean"], inputs["old_log_std"], mean, log_std),
         )
 

@@ -215,7 +215,7 @@ def train(config: TrainConfig) -> Path:
             )
             # once per iteration, from the whole update (paper, section 4)
             state.penalty.update(result.kl_after_update, batch.size * world_size())
-            policy.update_normaliser(rollout.observations)  # after the update, so training saw the rollout's statistics
+            policy.update_normalizer(rollout.observations)  # after the update, so training saw the rollout's statistics
             clock.update_done()
 
             episodes = [episode for part in gather_objects(rollout.finished_episodes) for episode in part]
