@@ -28,9 +28,10 @@ from agents.core.distributed import (
     rank,
     world_size,
 )
+from agents.core.minibatch_step import make_minibatch_step
 from agents.core.objectives import Clip, Penalty
 from agents.core.optimizer import AdamState
-from agents.core.update import UpdateSchedule, make_minibatch_step, ppo_update
+from agents.core.update import UpdateSchedule, ppo_update
 from agents.text.actor_critic import LMActorCritic, ReferencePolicy
 from agents.text.rollout import TextBatchSettings, build_text_batch, sample_completions
 from agents.text.sharding import shard_policy

@@ -7,9 +7,10 @@ import torch
 
 from agents.core.batch import Minibatch, minibatch_indices
 from agents.core.config import PPOConfig
+from agents.core.minibatch_step import STAT_NAMES, make_minibatch_step
 from agents.core.objectives import Clip, NoClip, Penalty
 from agents.core.optimizer import AdamState, adam_step, clip_by_global_norm
-from agents.core.update import STAT_NAMES, NonFiniteLossError, UpdateSchedule, make_minibatch_step, ppo_update
+from agents.core.update import NonFiniteLossError, UpdateSchedule, ppo_update
 from agents.walkers.gaussian import GaussianActorCritic
 
 

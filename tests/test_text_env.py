@@ -9,9 +9,10 @@ from gymnasium.utils.env_checker import check_env
 
 import envs.text  # noqa: F401 - registers ppo/TextGen-v0
 from agents.core.config import PPOConfig
+from agents.core.minibatch_step import STAT_NAMES, make_minibatch_step
 from agents.core.objectives import Clip
 from agents.core.optimizer import AdamState
-from agents.core.update import STAT_NAMES, UpdateSchedule, make_minibatch_step, ppo_update
+from agents.core.update import UpdateSchedule, ppo_update
 from agents.text.actor_critic import LMActorCritic, ReferencePolicy, inverse_cdf_sample, sample_responses
 from agents.text.rollout import TextBatchSettings, build_text_batch, sample_completions, shaped_rewards
 from envs.text.env import TextGenEnv

@@ -205,7 +205,7 @@ def test_reference_leash_coefficient_follows_ziegler(tmp_path, custom_task):
     ("args", "message"),
     [
         (["--model", "/nonexistent/model"], "model path /nonexistent/model does not exist"),
-        (["--model", "tiny", "--max-prompt-tokens", "2", "arithmetic"], "more than --max-prompt-tokens 2"),
+        (["--model", "tiny", "--max-prompt-tokens", "2", "arithmetic"], "longer than --max-prompt-tokens 2"),
         (["--model", "tiny", "--prompts-per-iteration", "6", "--minibatch-size", "4"], "does not divide the batch"),
         (["--model", "tiny", "--temperature", "0"], "--temperature must be > 0"),
         (["--model", "no_such_package/model.gguf"], "'no_such_package' is not an installed package"),
