@@ -35,7 +35,7 @@ DEFAULT_TABLE = ROOT / "build" / "gpu_check.md"
 NO_CUDA = "skipped: no CUDA device"
 IMPORTED_PACKAGES = ("torch", "gymnasium", "mujoco", "tyro", "transformers", "tokenizers", "peft", "vaderSentiment",
                      "pytest")  # fmt: skip
-"""The distributions the check imports, with the version each has here (the offline wheelhouse's must match)."""
+"""The distributions the check imports: the ``packages`` row gives each one's version, so the table says what ran."""
 
 
 class PartFailed(RuntimeError):

