@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from agents.core.config import ConfigError
+from agents.runs.logger import METRICS_FILE, read_jsonl
 from agents.text.config import TextEnvConfig, TextTrainConfig, validate_text_config
 from agents.text.evaluate import best_of_n
 from agents.text.proxy import PROXY_REPORT_FILE, proxy_reward_task
@@ -17,7 +18,7 @@ from envs.text.tasks import ArithmeticTask, ArithmeticTaskConfig, TaskError, che
 from envs.text.tasks.minilm import MiniLMEncoder
 from envs.text.tasks.proxy import ProxyRewardTask, fit_proxy, proxy_labels
 from tests.conftest import run_ppo
-from tests.test_train_text import custom_task, metrics, tiny_text_config  # noqa: F401 (custom_task: a fixture)
+from tests.test_train_text import custom_task, tiny_text_config  # noqa: F401 (custom_task: a fixture)
 
 PROXY_TEST_COMPLETIONS = 512  # about 2.5 minutes on one thread: sampling 512 x 16 tokens from SmolLM2
 PROXY_TEST_BALANCED_ACCURACY = 0.62  # measured 0.73 here (103 held-out completions, 9 of them right); chance is 0.5
@@ -99,7 +100,7 @@ def test_a_proxy_run_trains_on_the_proxy_logs_the_checker_and_reuses_the_cache(t
     report = json.loads((run / PROXY_REPORT_FILE).read_text())
     assert report["heldout_completions"] + report["train_completions"] == 40
     assert 0 < report["right_share"] < 1 and 0 <= report["balanced_accuracy"] <= 1
-    records = metrics(run)
+    records = read_jsonl(run / METRICS_FILE)
     assert all({"task_proxy_reward", "task_gold_reward"} <= set(r) for r in records)
     assert records[0]["reward"] == pytest.approx(records[0]["task_proxy_reward"])
     assert records[0]["task_gold_reward"] != pytest.approx(records[0]["task_proxy_reward"])
