@@ -25,6 +25,7 @@ from envs.text.tasks import (
     minilm,
 )
 from envs.text.tasks import sentiment as sentiment_module
+from envs.text.tasks.base import settings_fingerprint, write_atomically
 
 POSITIVE = "This movie was wonderful, brilliant and moving."
 NEGATIVE = "This movie was awful, boring and a waste of time."
@@ -175,15 +176,25 @@ def test_cache_directory_comes_from_the_environment_unless_given(tmp_path, monke
 
 
 @pytest.mark.slow
-def test_default_reward_head_reaches_reference_accuracy_and_the_default_env_is_made(tmp_path, monkeypatch):
-    # docs/text_tasks.md: a logistic head on MiniLM embeddings of 3,000 reviews reaches about 0.77 on IMDB
-    task = SentimentTask(SentimentTaskConfig(cache_dir=tmp_path))
+def test_a_reward_head_reaches_reference_accuracy_and_the_default_env_is_made(tmp_path, monkeypatch):
+    # docs/text_tasks.md: a logistic head on MiniLM embeddings of 3,000 reviews reaches about 0.79 on IMDB; this one
+    # learns from a third of them (measured 0.755 on 400 held-out reviews), in a third of the time (about 2 minutes)
+    config = SentimentTaskConfig(cache_dir=tmp_path / "small", train_reviews=1000, heldout_reviews=400)
+    task = SentimentTask(config)
     report = task.reward_model_report()
-    assert (report.train_reviews, report.heldout_reviews) == (3000, 1000)
-    assert 0.74 <= report.heldout_accuracy <= 0.85  # measured 0.788
+    assert (report.train_reviews, report.heldout_reviews, report.from_cache) == (1000, 400, False)
+    assert 0.70 <= report.heldout_accuracy <= 0.85
     positive, negative = task.score(["", ""], [POSITIVE, NEGATIVE]).rewards
     assert positive > 0 > negative
 
+    # The default head is this one filed under the defaults' fingerprint (training it costs 5 more minutes), so the
+    # registered id on its embedded defaults (SmolLM2's tokenizer, the sentiment task) is made without training.
+    cached = json.loads(report.cache_file.read_text())
+    default_settings = task.learned.settings(SentimentTaskConfig())
+    write_atomically(
+        tmp_path / sentiment_module.CACHE_FILE,
+        {**cached, "settings": default_settings, "fingerprint": settings_fingerprint(default_settings)},
+    )
     # The registered id on its embedded defaults (SmolLM2's tokenizer, the sentiment task) reuses this head.
     import gymnasium as gym
 
@@ -193,6 +204,8 @@ def test_default_reward_head_reaches_reference_accuracy_and_the_default_env_is_m
     monkeypatch.setenv("PPO_CACHE_DIR", str(tmp_path))
     env = gym.make("ppo/TextGen-v0")
     passes_gymnasium_and_sb3_checkers(env)
+    default_head = json.loads((tmp_path / sentiment_module.CACHE_FILE).read_text())
+    assert default_head["train_reviews"] == 1000  # read from the cache, not trained again
     assert env.unwrapped.prompts == task.prompts("train") and env.action_space.n == 49152
     env.reset(seed=0, options={"prompt": task.prompts("train")[0]})
     terminated, reward = False, 0.0
