@@ -201,6 +201,70 @@ def test_sampling_log_probs_equal_the_training_forward(tiny):
     torch.testing.assert_close(evaluation.logp[mask], sampled.sampled_logp[mask], atol=2e-5, rtol=0)
 
 
+def grouped_prompts(tokenizer, group_size: int):
+    """``PROMPTS`` of unequal length, each ``group_size`` times side by side, left-padded: ids and mask ``(B, P)``."""
+    from agents.text.rollout import left_pad
+
+    encoded = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in PROMPTS for _ in range(group_size)]
+    return left_pad(encoded, tokenizer.pad_token_id, torch.device("cpu"))
+
+
+class ForwardBatches:
+    """Records the batch size of every forward of a module (its ``input_ids`` rows)."""
+
+    def __init__(self, module):
+        self.sizes: list[int] = []
+        module.register_forward_pre_hook(
+            lambda _m, _a, kw: self.sizes.append(kw["input_ids"].shape[0]), with_kwargs=True
+        )
+
+
+def test_a_whole_batch_samples_the_tokens_of_any_smaller_batching_and_finished_rows_leave_the_forwards(tiny):
+    """Issue #26: sampling all of a batch at once (a group's prompt prefilled once, finished rows dropped) gives
+    the tokens eight at a time or one at a time give, from the same uniforms."""
+    model, tokenizer = copy.deepcopy(tiny[0]), tiny[1]
+    ids, mask = grouped_prompts(tokenizer, group_size=4)
+    uniforms = torch.rand(len(ids), 12, generator=torch.Generator().manual_seed(3))
+    pad = tokenizer.pad_token_id
+    never_ending = sample_responses(model, ids, mask, uniforms, 1.0, -1, pad)
+    eos = int(never_ending.response_ids[0, 2])  # a token some rows sample early: they stop there, the others go on
+    forwards = ForwardBatches(model)
+    whole = sample_responses(model, ids, mask, uniforms, 1.0, eos, pad)
+    lengths = whole.response_mask.sum(-1)
+    assert lengths.min() <= 3 < lengths.max() and whole.ended.any() and not whole.ended.all()
+    assert forwards.sizes[0] == len(PROMPTS), "each distinct prompt is prefilled once"
+    running = [int((lengths > t).sum()) for t in range(1, int(lengths.max()))]
+    assert forwards.sizes[1:] == running, "each step runs the rows that have not finished, and only those"
+    for size in (8, 1):
+        parts = [
+            sample_responses(model, ids[i : i + size], mask[i : i + size], uniforms[i : i + size], 1.0, eos, pad)
+            for i in range(0, len(ids), size)
+        ]
+        assert torch.equal(torch.cat([p.response_ids for p in parts]), whole.response_ids)
+        assert torch.equal(torch.cat([p.response_mask for p in parts]), whole.response_mask)
+        torch.testing.assert_close(torch.cat([p.sampled_logp for p in parts]), whole.sampled_logp, atol=1e-5, rtol=0)
+
+
+def test_response_log_probs_with_shared_prompts_equal_a_forward_of_the_whole_sequences(tiny):
+    model, tokenizer = tiny
+    ids, mask = grouped_prompts(tokenizer, group_size=3)
+    uniforms = torch.rand(len(ids), 6, generator=torch.Generator().manual_seed(4))
+    sampled = sample_responses(model, ids, mask, uniforms, 0.7, -1, tokenizer.pad_token_id)
+    response_mask = (torch.arange(6) < torch.tensor([6, 1, 3, 4, 6, 2, 5, 6, 1, 3, 2, 6]).unsqueeze(1)).long()
+    response_ids = torch.where(response_mask.bool(), sampled.response_ids, tokenizer.pad_token_id)
+    shared = ReferencePolicy(model).log_probs(ids, mask, response_ids, response_mask, 0.7)
+    whole = LMActorCritic(model, temperature=0.7)(
+        {
+            "input_ids": torch.cat([ids, response_ids], 1),
+            "attention_mask": torch.cat([mask, response_mask], 1),
+            "response_ids": response_ids,
+            "old_logp": torch.zeros(response_ids.shape),
+        }
+    ).logp
+    valid = response_mask.bool()
+    torch.testing.assert_close(shared[valid], whole[valid], atol=2e-5, rtol=0)
+
+
 def test_first_minibatch_ratio_is_one_and_training_leaves_the_reference_alone(tiny):
     model, tokenizer = tiny
     model = copy.deepcopy(model)

@@ -174,7 +174,7 @@ def test_lora_trains_adapters_only_and_the_reference_is_the_base(tmp_path, custo
             .gather(-1, ids[:, -2:].unsqueeze(-1))
             .squeeze(-1)
         )
-        reference_logp = reference.log_probs(ids, mask, ids[:, -2:], 1.0)
+        reference_logp = reference.log_probs(ids[:, :2], mask[:, :2], ids[:, -2:], mask[:, -2:], 1.0)
         policy_logp = (
             torch.log_softmax(policy.lm(input_ids=ids).logits[:, -3:-1], -1)
             .gather(-1, ids[:, -2:].unsqueeze(-1))

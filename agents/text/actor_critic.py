@@ -137,6 +137,28 @@ def inverse_cdf_sample(logits: torch.Tensor, uniforms: torch.Tensor, temperature
     return tokens.clamp(max=logits.shape[-1] - 1)
 
 
+class PrefilledPrompts(NamedTuple):
+    """Left-padded prompts run through the LM once, ready to be continued."""
+
+    last_logits: torch.Tensor
+    """``(B, V)`` the logits after each prompt's last token: the distribution of the first response token."""
+    cache: object
+    """The key/value cache of the prompts, one row per prompt, to be continued by single-token or response forwards."""
+
+
+def prefill_prompts(lm: nn.Module, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> PrefilledPrompts:
+    """One forward over the *distinct* prompts of ``(B, P)`` (a group's G copies of a prompt cost one), keeping only
+    the last position's logits, then the cache copied out to every row. Copies of a prompt share their keys and
+    values exactly; a distinct prompt's equal what a forward of it alone gives, up to rounding."""
+    distinct, copy_of = torch.unique(torch.cat([prompt_ids, prompt_mask], dim=1), dim=0, return_inverse=True)
+    ids, mask = distinct[:, : prompt_ids.shape[1]], distinct[:, prompt_ids.shape[1] :]
+    output = lm(
+        input_ids=ids, attention_mask=mask, position_ids=position_ids_from_mask(mask), use_cache=True, logits_to_keep=1
+    )
+    output.cache.batch_select_indices(copy_of)
+    return PrefilledPrompts(output.logits[copy_of, -1], output.cache)
+
+
 @torch.no_grad()
 def sample_responses(
     lm: nn.Module,
@@ -148,59 +170,72 @@ def sample_responses(
     pad_id: int,
 ) -> SampledResponses:
     """Sample ``T = uniforms.shape[1]`` tokens for each left-padded prompt ``(B, P)`` with the key/value
-    cache: one prompt forward, then one single-token forward per step, so each token costs the same
-    whatever the length. Rows stop at EOS (later tokens are ``pad_id``, masked out)."""
+    cache: one forward of the distinct prompts, then one single-token forward per step over the rows still
+    running, so each token costs the same whatever the length, and a finished row (EOS) costs nothing more.
+    Later tokens of a finished row are ``pad_id``, masked out. Row ``b``'s tokens depend on its prompt and
+    ``uniforms[b]`` only, so any batching of the rows samples the same tokens (up to the rounding of the logits)."""
     batch, num_tokens = uniforms.shape
     device = prompt_ids.device
+    prefilled = prefill_prompts(lm, prompt_ids, prompt_mask)
+    logits, cache = prefilled.last_logits, prefilled.cache
     attention_mask = prompt_mask.clone()
-    output = lm(
-        input_ids=prompt_ids,
-        attention_mask=attention_mask,
-        position_ids=position_ids_from_mask(attention_mask),
-        use_cache=True,
-    )
     next_position = attention_mask.sum(-1, keepdim=True)
     response_ids = torch.full((batch, num_tokens), pad_id, dtype=torch.long, device=device)
     response_mask = torch.zeros(batch, num_tokens, dtype=torch.long, device=device)
     sampled_logp = torch.zeros(batch, num_tokens, device=device)
-    running = torch.ones(batch, dtype=torch.bool, device=device)
+    running = torch.arange(batch, device=device)  # the rows still sampling, in the order of the cache's rows
     for t in range(num_tokens):
-        logits = output.logits[:, -1]
-        tokens = inverse_cdf_sample(logits, uniforms[:, t], temperature)
-        tokens = torch.where(running, tokens, torch.full_like(tokens, pad_id))
+        tokens = inverse_cdf_sample(logits, uniforms[running, t], temperature)
         logp, _ = token_log_probs_and_entropy(logits.unsqueeze(1), tokens.unsqueeze(1), temperature)
-        response_ids[:, t] = tokens
-        response_mask[:, t] = running.long()
-        sampled_logp[:, t] = logp.squeeze(1) * running
-        attention_mask = torch.cat([attention_mask, running.long().unsqueeze(1)], dim=1)
-        running = running & (tokens != eos_id)
-        if t == num_tokens - 1 or not running.any():
+        response_ids[running, t] = tokens
+        response_mask[running, t] = 1
+        sampled_logp[running, t] = logp.squeeze(1)
+        attention_mask = torch.cat([attention_mask, torch.ones_like(attention_mask[:, :1])], dim=1)
+        going_on = tokens != eos_id
+        if t == num_tokens - 1 or not going_on.any():
             break
-        output = lm(
+        if not going_on.all():  # drop the finished rows from the cache and from every later forward
+            keep = going_on.nonzero().squeeze(1)
+            cache.batch_select_indices(keep)
+            running, tokens = running[keep], tokens[keep]
+            attention_mask, next_position = attention_mask[keep], next_position[keep]
+        logits = lm(
             input_ids=tokens.unsqueeze(1),
             attention_mask=attention_mask,
             position_ids=next_position,
-            cache=output.cache,
+            cache=cache,
             use_cache=True,
-        )
+        ).logits[:, -1]
         next_position = next_position + 1
     ended = ((response_ids == eos_id) & response_mask.bool()).any(-1)
     return SampledResponses(response_ids, response_mask, sampled_logp, ended)
 
 
 @torch.no_grad()
-def sequence_log_probs(
-    lm: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, response_ids: torch.Tensor, temperature: float
+def response_log_probs(
+    lm: nn.Module,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    response_ids: torch.Tensor,
+    response_mask: torch.Tensor,
+    temperature: float,
 ) -> torch.Tensor:
-    """log pi(response token t | prefix) for whole sequences in one forward; ``(B, P + T) -> (B, T)``."""
-    num_response = response_ids.shape[1]
-    logits = lm(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        position_ids=position_ids_from_mask(attention_mask),
-        logits_to_keep=num_response + 1,
-        use_cache=False,
-    ).logits[:, :-1]
+    """log pi(response token t | prompt, tokens before t) ``(B, T)`` for left-padded prompts ``(B, P)`` and
+    right-padded responses ``(B, T)``: the distinct prompts prefilled once (``prefill_prompts``), then every
+    response in one cached forward. Equal to a forward of the whole sequences up to rounding, at the cost of
+    ``distinct prompts x P + B x T`` tokens instead of ``B x (P + T)``."""
+    prefilled = prefill_prompts(lm, prompt_ids, prompt_mask)
+    logits = prefilled.last_logits.unsqueeze(1)
+    if response_ids.shape[1] > 1:
+        mask = torch.cat([prompt_mask, response_mask], dim=1)[:, :-1]
+        continued = lm(
+            input_ids=response_ids[:, :-1],
+            attention_mask=mask,
+            position_ids=position_ids_from_mask(mask)[:, prompt_ids.shape[1] :],
+            cache=prefilled.cache,
+            use_cache=True,
+        ).logits
+        logits = torch.cat([logits, continued], dim=1)
     return token_log_probs_and_entropy(logits, response_ids, temperature)[0]
 
 
@@ -225,10 +260,16 @@ class ReferencePolicy:
         return self.lm.disable_adapter() if self.share_base_with_lora else contextlib.nullcontext()
 
     def log_probs(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, response_ids: torch.Tensor, temperature: float
+        self,
+        prompt_ids: torch.Tensor,
+        prompt_mask: torch.Tensor,
+        response_ids: torch.Tensor,
+        response_mask: torch.Tensor,
+        temperature: float,
     ) -> torch.Tensor:
+        """log pi_ref of each response token ``(B, T)``, by ``response_log_probs``."""
         with self.adapters_off():
-            return sequence_log_probs(self.lm, input_ids, attention_mask, response_ids, temperature)
+            return response_log_probs(self.lm, prompt_ids, prompt_mask, response_ids, response_mask, temperature)
 
 
 def save_policy_directory(policy: LMActorCritic, tokenizer, directory: Path) -> None:

@@ -39,8 +39,11 @@ class TextEnvConfig:
     """Sampling temperature, also applied to the log-probs PPO trains on (they must match)."""
     chat_template: bool = False
     """Wrap each prompt in the tokenizer's chat template as a user turn (for instruction-tuned models)."""
+    sampling_batch: int = 64
+    """Sequences sampled together with one KV cache: the per-token forwards run on this many rows (finished ones
+    drop out), so bigger is faster per token up to the machine's compute; bounds the cache's memory."""
     forward_batch: int = 8
-    """Sequences per sampling / reference / value forward pass: bounds memory whatever the batch size."""
+    """Sequences per policy / reference / value forward over whole sequences: bounds the logits' memory."""
     ref_kl_in: ReferenceKL | None = None
     """Where the reference KL goes: reward (PPO, RLOO), loss (k3; GRPO), none (Dr. GRPO, DAPO); None = recipe."""
     ref_kl_coef: float | None = None
@@ -142,6 +145,7 @@ def validate_text_config(config: TextTrainConfig) -> None:
             "--max-new-tokens": text.max_new_tokens,
             "--max-prompt-tokens": text.max_prompt_tokens,
             "--forward-batch": text.forward_batch,
+            "--sampling-batch": text.sampling_batch,
             "--ref-kl-horizon": text.ref_kl_horizon,
             "--eval-prompts": text.eval_prompts,
             "--proxy-completions": text.proxy_completions,

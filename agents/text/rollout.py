@@ -47,6 +47,8 @@ class TextBatchSettings(NamedTuple):
     """Where the KL to the reference goes: the reward, the loss (the batch carries ``ref_logp``) or nowhere."""
     overlong_cache: int = 0
     """DAPO's soft overlong penalty over the last ``overlong_cache`` tokens before the limit; 0 = off."""
+    sampling_batch: int = 64
+    """Sequences sampled together with one KV cache."""
 
     @classmethod
     def from_config(cls, config: TextTrainConfig) -> TextBatchSettings:
@@ -66,6 +68,7 @@ class TextBatchSettings(NamedTuple):
             group_size=plan.group_size,
             reference_kl=reference_kl_placement(config),
             overlong_cache=plan.overlong_cache,
+            sampling_batch=text.sampling_batch,
         )
 
 
@@ -190,7 +193,7 @@ def decode_completions(tokenizer, response_ids: torch.Tensor, response_mask: tor
 def sample_completions(
     policy: LMActorCritic, tokenizer, prompts: list[str], score, settings: TextBatchSettings, generator: torch.Generator
 ) -> SampledCompletions:
-    """Sample one completion per prompt (``settings.forward_batch`` sequences at a time, with the KV cache) and
+    """Sample one completion per prompt (``settings.sampling_batch`` sequences at a time, with the KV cache) and
     score it with ``score(prompts, completions) -> (scores, metrics)``, then apply the EOS and overlong penalties."""
     device = next(policy.parameters()).device
     eos_id, pad_id = tokenizer.eos_token_id, pad_token_id(tokenizer)
@@ -201,14 +204,14 @@ def sample_completions(
     chunks = [
         sample_responses(
             policy.lm,
-            prompt_ids[i : i + settings.forward_batch],
-            prompt_mask[i : i + settings.forward_batch],
-            uniforms[i : i + settings.forward_batch],
+            prompt_ids[i : i + settings.sampling_batch],
+            prompt_mask[i : i + settings.sampling_batch],
+            uniforms[i : i + settings.sampling_batch],
             settings.temperature,
             eos_id,
             pad_id,
         )
-        for i in range(0, len(prompts), settings.forward_batch)
+        for i in range(0, len(prompts), settings.sampling_batch)
     ]
     response_ids = torch.cat([c.response_ids for c in chunks])
     response_mask = torch.cat([c.response_mask for c in chunks])
@@ -265,8 +268,11 @@ def build_text_batch(
         evaluation = policy(part)
         old_logp.append(evaluation.logp)
         values.append(evaluation.value)
+        chunk = slice(i, i + settings.forward_batch)
         ref_logp.append(
-            reference.log_probs(part["input_ids"], part["attention_mask"], part["response_ids"], settings.temperature)
+            reference.log_probs(
+                prompt_ids[chunk], prompt_mask[chunk], response_ids[chunk], response_mask[chunk], settings.temperature
+            )
         )
     old_logp, values, ref_logp = torch.cat(old_logp) * mask, torch.cat(values) * mask, torch.cat(ref_logp) * mask
     inputs["old_logp"] = old_logp
@@ -424,11 +430,10 @@ def heldout_completions(
     uniforms = torch.rand(len(raw_prompts), text.max_new_tokens, generator=generator)[rows]
     completions: list[str] = []
     lengths: list[int] = []
-    for start in range(0, len(texts), text.forward_batch):
-        ids, mask = left_pad(
-            encode_prompts(tokenizer, texts[start : start + text.forward_batch], text.max_prompt_tokens), pad_id, device
-        )
-        chunk = uniforms[start : start + text.forward_batch].to(device)
+    for start in range(0, len(texts), text.sampling_batch):
+        encoded = encode_prompts(tokenizer, texts[start : start + text.sampling_batch], text.max_prompt_tokens)
+        ids, mask = left_pad(encoded, pad_id, device)
+        chunk = uniforms[start : start + text.sampling_batch].to(device)
         sampled = sample_responses(lm, ids, mask, chunk, text.temperature, eos_id, pad_id)
         completions += decode_completions(tokenizer, sampled.response_ids, sampled.response_mask)
         lengths += sampled.response_mask.sum(-1).tolist()
