@@ -32,11 +32,17 @@ def update_schedule(ppo: PPOConfig, done_fraction: float, penalty: KLController)
 
 
 class IterationClock:
-    """Wall-clock marks of one iteration: its start, the end of its rollout, the end of its update."""
+    """Wall-clock marks of one iteration: its start, the end of its sampling (text), the end of its rollout, the
+    end of its update."""
 
     def __init__(self) -> None:
         self.started = time.perf_counter()
+        self.sampled: float | None = None
         self.collected = self.finished = self.started
+
+    def sampling_done(self) -> None:
+        """Text: the completions are sampled and scored; the no-grad forwards of the batch come next."""
+        self.sampled = time.perf_counter()
 
     def rollout_done(self) -> None:
         self.collected = time.perf_counter()
@@ -47,11 +53,15 @@ class IterationClock:
     def metrics(self, steps: int) -> dict[str, float]:
         """``sps`` (environment steps or generated tokens per second of the whole iteration) and each phase's
         seconds."""
-        return {
+        phases = {
             "sps": steps / (self.finished - self.started),
             "rollout_seconds": self.collected - self.started,
             "update_seconds": self.finished - self.collected,
         }
+        if self.sampled is not None:
+            phases["sampling_seconds"] = self.sampled - self.started
+            phases["batch_forward_seconds"] = self.collected - self.sampled
+        return phases
 
 
 def update_metrics(schedule: UpdateSchedule, penalty: KLController, result: UpdateResult) -> dict[str, float]:

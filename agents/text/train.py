@@ -243,6 +243,7 @@ def train_text(config: TextTrainConfig) -> Path:
             reset_peak_memory(device)
             with precision(text, device), gathered_weights(policy):
                 sampled = sample_batch(sample_groups, groups_wanted, plan)
+            clock.sampling_done()
             with precision(text, device):  # under --fsdp on shards: every process runs the same number of forwards
                 rollout = build_text_batch(
                     policy, reference, tokenizer, sampled.samples, settings, state.reference_kl.beta
