@@ -47,12 +47,13 @@ TASK = ["arithmetic", "--operand-max", "9", "--operations", "+", "--eval-prompts
 GROUP = ["grpo", "--group-size", "8"]
 
 
-def our_options(new_tokens: int, beta: float, threads: int, total_tokens: int, seed: int) -> list[str]:
-    """``ppo train text`` options of the matched setting (the task and the objective last, as subcommands)."""
+def our_options(new_tokens: int, beta: float, threads: int, total_tokens: int, seed: int, *extra: str) -> list[str]:
+    """``ppo train text`` options of the matched setting, then ``extra``, then the task and the objective (tyro's
+    subcommands come last)."""
     return [
         "--prompts-per-iteration", "64", "--max-new-tokens", str(new_tokens), "--chat-template",
         "--minibatch-size", "16", "--epochs", "4", "--learning-rate", "1e-5", "--ref-kl-coef", str(beta),
-        "--torch-threads", str(threads), "--total-steps", str(total_tokens), "--seed", str(seed),
+        "--torch-threads", str(threads), "--total-steps", str(total_tokens), "--seed", str(seed), *extra,
         *TASK, *GROUP,
     ]  # fmt: skip
 
@@ -71,7 +72,7 @@ def ours_speed(runs_dir: Path, new_tokens: int, beta: float, threads: int, itera
     name = f"speed-ours-t{new_tokens}-b{beta}-th{threads}"
     budget = iterations * 64 * new_tokens  # at most this many tokens per iteration: at least `iterations` of them
     subprocess.run(["rm", "-rf", str(runs_dir / name)], check=True)
-    train_text_run(runs_dir, name, [*our_options(new_tokens, beta, threads, budget, 1), "--no-keep-checkpoint"])
+    train_text_run(runs_dir, name, our_options(new_tokens, beta, threads, budget, 1, "--no-keep-checkpoint"))
     records = read_metrics(runs_dir / name)[:iterations]
     later = records[1:]
     times = iteration_times(records)
