@@ -1,0 +1,77 @@
+"""A small Mastermind: the game draws a code of ``positions`` digits, each from 1 to ``colours`` (repeats allowed),
+and answers each guess with how many digits are right and in the right place (exact) and how many more are right but
+in the wrong place (partial), the classic black and white pegs. The replies are what make good play possible: 3
+positions of 4 colours is 64 codes, and a feedback-driven strategy needs far fewer guesses than trying them.
+
+Turn syntax: the last run of exactly ``positions`` digits from 1 to ``colours``, optionally separated by spaces,
+commas or hyphens, written anywhere in the turn is the guess (``"1 2 3"``, ``"123"``, ``"my guess: 1, 2, 3."``); a
+longer run of digits (``1234`` with 3 positions) is not a guess. A turn without a guess is answered with the rules and
+scores 0. Reward: 1 for the turn that cracks the code (the game is then over), 0 for every other turn.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import ClassVar
+
+from envs.text.games.base import GameError, GameStep
+
+
+@dataclass(frozen=True)
+class MastermindConfig:
+    """Crack a code of digits from exact/partial feedback."""
+
+    name: ClassVar[str] = "mastermind"
+    positions: int = 3
+    """Digits in the code."""
+    colours: int = 4
+    """Each digit is from 1 to this (at most 9)."""
+
+    def __post_init__(self) -> None:
+        if self.positions < 1 or not 2 <= self.colours <= 9:
+            raise GameError(
+                f"mastermind needs positions >= 1 and colours from 2 to 9, got {self.positions} and {self.colours}"
+            )
+
+
+def feedback(guess: tuple[int, ...], code: tuple[int, ...]) -> tuple[int, int]:
+    """(exact, partial): digits right and in the right place, and further digits right but in the wrong place."""
+    exact = sum(g == c for g, c in zip(guess, code))
+    common = sum((Counter(guess) & Counter(code)).values())
+    return exact, common - exact
+
+
+class Mastermind:
+    """Mastermind on digits with exact/partial replies; reward 1 on the turn that cracks the code."""
+
+    def __init__(self, config: MastermindConfig = MastermindConfig()) -> None:
+        self.config = config
+        digit = f"[1-{config.colours}]"
+        self.guess_pattern = re.compile(rf"(?<!\d){digit}(?:[\s,\-]*{digit}){{{config.positions - 1}}}(?!\d)")
+        self.code: tuple[int, ...] = ()
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        positions, colours = self.config.positions, self.config.colours
+        self.code = tuple(rng.randint(1, colours) for _ in range(positions))
+        example = " ".join(str(1 + i % colours) for i in range(positions))
+        return (
+            f"I have a secret code of {positions} digits, each from 1 to {colours} (digits may repeat). "
+            f"Guess it: reply with {positions} digits such as {example}. I will tell you how many are right and in "
+            "the right place, and how many are right but in the wrong place."
+        )
+
+    def step(self, turn_text: str) -> GameStep:
+        guesses = self.guess_pattern.findall(turn_text)
+        if not guesses:
+            positions, colours = self.config.positions, self.config.colours
+            return GameStep(f"Reply with {positions} digits, each from 1 to {colours}.", 0.0, False)
+        guess = tuple(int(d) for d in re.findall(r"\d", guesses[-1]))
+        shown = " ".join(map(str, guess))
+        exact, partial = feedback(guess, self.code)
+        if exact == self.config.positions:
+            return GameStep(f"{shown}: all right, you cracked the code!", 1.0, True)
+        return GameStep(f"{shown}: {exact} right in the right place, {partial} right in the wrong place.", 0.0, False)
