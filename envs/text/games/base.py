@@ -86,11 +86,11 @@ def checked_step(game: Game, turn_text: str, seed: int, turn: int) -> GameStep:
         )
     reply, reward, done = result
     if not isinstance(reply, str):
-        raise GameError(f"{where} replied with a {type(reply).__name__}, not text; return the reply as a str")
+        raise GameError(f"{where} replied with {reply!r}, not text; return the reply as a str")
     if isinstance(reward, bool) or not isinstance(reward, Real) or not math.isfinite(float(reward)):
         raise GameError(f"{where} returned the reward {reward!r}; return a finite number")
     if not isinstance(done, bool | np.bool_):
-        raise GameError(f"{where} returned done={done!r}, a {type(done).__name__}; return True or False")
+        raise GameError(f"{where} returned done={done!r}, not a bool; return True or False")
     return GameStep(reply, float(reward), bool(done))
 
 
