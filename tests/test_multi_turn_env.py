@@ -2,6 +2,7 @@
 scripted turns exactly, replies are appended as tokens (the history never re-tokenized), truncation at the context
 limit, the roles in info, and the one-line errors of games and game files."""
 
+import itertools
 import math
 import re
 
@@ -454,3 +455,33 @@ def test_game_files_and_names_fail_in_one_line(tmp_path):
         make_game("mastermind", {"pegs": 4})
     with pytest.raises(GameError, match=f"^{re.escape(f'game file {missing} does not exist')}"):
         gym.make("ppo/MultiTurn-v0", game=f"{tmp_path}/missing.py:Game", model="tiny")
+
+
+def test_the_replies_suffice_to_win_every_episode_within_the_registered_turn_limits():
+    """Bisection on guess-number's replies and a player who keeps only the codes consistent with every mastermind
+    reply win every episode within the registered ids' turn limits: the replies carry what good play needs."""
+    guess_number = GuessNumber()
+    for seed in range(60):
+        guess_number.reset(seed)
+        low, high, turns, done = 1, 20, 0, False
+        while not done:
+            middle = (low + high) // 2
+            reply, reward, done = guess_number.step(f"Is it {middle}?")
+            turns += 1
+            low, high = (middle + 1, high) if "higher" in reply else (low, middle - 1)
+        assert reward == 1.0 and turns <= ENV_IDS["ppo/GuessNumber-v0"]["max_turns"]
+    mastermind = Mastermind()
+    codes = list(itertools.product(range(1, 5), repeat=3))
+    seen = set()
+    for seed in range(300):
+        mastermind.reset(seed)
+        seen.add(mastermind.code)
+        candidates, turns, done = list(codes), 0, False
+        while not done:
+            guess = candidates[0]
+            reply, reward, done = mastermind.step(" ".join(map(str, guess)))
+            turns += 1
+            exact, partial = (3, 0) if done else map(int, re.findall(r"(\d) right", reply))
+            candidates = [code for code in candidates if feedback(guess, code) == (exact, partial)]
+        assert reward == 1.0 and turns <= ENV_IDS["ppo/Mastermind-v0"]["max_turns"]
+    assert len(seen) > 50, "the seeds reach most of the 64 codes"

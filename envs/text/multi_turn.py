@@ -34,7 +34,7 @@ PLAIN_SEPARATOR = "\n"
 and after each reply."""
 ENV_IDS = {
     "ppo/GuessNumber-v0": {"game": "guess-number", "max_turns": 6},  # bisection of 1..20 needs 5 guesses
-    "ppo/Mastermind-v0": {"game": "mastermind", "max_turns": 8},
+    "ppo/Mastermind-v0": {"game": "mastermind", "max_turns": 6},  # minimax play cracks any of the 64 codes in 4
     "ppo/Calculator-v0": {"game": "calculator", "max_turns": 4},  # a call, an answer, and room for a retry each
     "ppo/MultiTurn-v0": {},
 }
@@ -149,7 +149,7 @@ class MultiTurnTextEnv(gym.Env):
         chat_template: bool | None = None,
         max_turns: int = 6,
         max_turn_tokens: int = 32,
-        max_context_tokens: int = 512,
+        max_context_tokens: int = 512,  # holds each id's longest dialogue on SmolLM2's template (about 450 tokens)
         render_mode: str | None = None,
     ) -> None:
         if min(max_turns, max_turn_tokens, max_context_tokens) < 1:
