@@ -209,6 +209,8 @@ def test_calculator_computes_calls_and_scores_the_answer_turn():
     for turn, expected in script:
         assert game.step(turn) == expected
     game.reset(5)
+    assert game.step(f"answer: {a * b:,}, I think.") == GameStep("Correct.", 1.0, True), "thousands commas are read"
+    game.reset(5)
     assert game.step(f"answer: {a * b + 1}") == GameStep(f"Wrong: the answer is {a * b}.", 0.0, True)
 
 

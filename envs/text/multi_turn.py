@@ -211,8 +211,8 @@ class MultiTurnTextEnv(gym.Env):
     def _info(self) -> dict[str, Any]:
         roles = np.zeros(self.max_context_tokens, dtype=np.int8)
         roles[: len(self._roles)] = self._roles
-        return {"roles": roles, "turns": len(self._turn_rewards), "turn_rewards": list(self._turn_rewards),
-                "game_seed": self._game_seed}  # fmt: skip
+        turns = len(self._turn_rewards)
+        return {"roles": roles, "turns": turns, "turn_rewards": list(self._turn_rewards), "game_seed": self._game_seed}
 
     @property
     def turn_ids(self) -> list[int]:

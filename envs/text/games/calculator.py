@@ -2,8 +2,9 @@
 calculator it may call in any turn, and an answer turn that ends the game.
 
 Turn syntax (case-insensitive, anywhere in the turn):
-- ``answer: N`` (``N`` a whole number, optionally negative) is an answer turn: reward 1 if ``N`` is the exact answer,
-  else 0, and the game is over. Any ``calc:`` in the same turn is ignored.
+- ``answer: N`` (``N`` a whole number, optionally negative, commas between its digits ignored: ``56,088``) is an
+  answer turn: reward 1 if ``N`` is the exact answer, else 0, and the game is over. Any ``calc:`` in the same turn is
+  ignored.
 - otherwise ``calc: EXPRESSION`` calls the calculator: the expression is what follows ``calc:`` up to the first
   character that is not a digit, a space, ``+ - * / ^`` or a parenthesis (so ``calc: 12*34, please`` computes
   ``12*34``); it may use whole numbers, ``+``, ``-``, ``*`` and parentheses (``/`` and ``^`` are refused with a reason).
@@ -25,12 +26,15 @@ from typing import ClassVar
 
 from envs.text.games.base import GameError, GameStep
 
-ANSWER = re.compile(r"answer\s*:\s*(-?\d+)", re.IGNORECASE)
+ANSWER = re.compile(r"answer\s*:\s*(-?\d[\d,]*)", re.IGNORECASE)
 CALL = re.compile(r"calc\s*:[ \t]*([-+*/^()\d \t]*)", re.IGNORECASE)
 MAX_EXPRESSION_CHARS = 80
 """Longest expression the calculator evaluates: keeps products of products to numbers Python prints at once."""
-BINARY_OPERATORS: dict[type, Callable[[int, int], int]] = {ast.Add: operator.add, ast.Sub: operator.sub,
-                                                           ast.Mult: operator.mul}  # fmt: skip
+BINARY_OPERATORS: dict[type, Callable[[int, int], int]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+}
 UNARY_OPERATORS: dict[type, Callable[[int], int]] = {ast.USub: operator.neg, ast.UAdd: operator.pos}
 QUESTION_OPERATORS: dict[str, Callable[[list[int]], int]] = {"*": math.prod, "+": sum}
 
@@ -106,7 +110,7 @@ class Calculator:
     def step(self, turn_text: str) -> GameStep:
         answers = ANSWER.findall(turn_text)
         if answers:
-            if int(answers[-1]) == self.answer:
+            if int(answers[-1].replace(",", "")) == self.answer:
                 return GameStep("Correct.", 1.0, True)
             return GameStep(f"Wrong: the answer is {self.answer}.", 0.0, True)
         calls = CALL.findall(turn_text)
