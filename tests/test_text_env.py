@@ -245,24 +245,61 @@ def test_a_whole_batch_samples_the_tokens_of_any_smaller_batching_and_finished_r
         torch.testing.assert_close(torch.cat([p.sampled_logp for p in parts]), whole.sampled_logp, atol=1e-5, rtol=0)
 
 
-def test_response_log_probs_with_shared_prompts_equal_a_forward_of_the_whole_sequences(tiny):
+def whole_sequence_forward(model, ids, mask, response_ids, response_mask, value_head, temperature):
+    """A plain Hugging Face forward of the concatenated sequences, no cache: log pi and V at the response positions."""
+    full_mask = torch.cat([mask, response_mask], 1)
+    output = model(
+        input_ids=torch.cat([ids, response_ids], 1),
+        attention_mask=full_mask,
+        position_ids=(full_mask.cumsum(-1) - 1).clamp(min=0),
+        output_hidden_states=True,
+        use_cache=False,
+    )
+    at_response = slice(ids.shape[1] - 1, -1)
+    logp = torch.log_softmax(output.logits[:, at_response] / temperature, -1)
+    logp = logp.gather(-1, response_ids.unsqueeze(-1)).squeeze(-1)
+    value = value_head(output.hidden_states[-1][:, at_response]).squeeze(-1)
+    return logp, value
+
+
+def test_shared_prompt_forwards_equal_a_forward_of_the_whole_sequences_in_values_and_gradients(tiny):
     model, tokenizer = tiny
+    model = copy.deepcopy(model)
     ids, mask = grouped_prompts(tokenizer, group_size=3)
     uniforms = torch.rand(len(ids), 6, generator=torch.Generator().manual_seed(4))
     sampled = sample_responses(model, ids, mask, uniforms, 0.7, -1, tokenizer.pad_token_id)
     response_mask = (torch.arange(6) < torch.tensor([6, 1, 3, 4, 6, 2, 5, 6, 1, 3, 2, 6]).unsqueeze(1)).long()
     response_ids = torch.where(response_mask.bool(), sampled.response_ids, tokenizer.pad_token_id)
-    shared = ReferencePolicy(model).log_probs(ids, mask, response_ids, response_mask, 0.7)
-    whole = LMActorCritic(model, temperature=0.7)(
+    valid = response_mask.bool()
+    shared_reference = ReferencePolicy(model).log_probs(ids, mask, response_ids, response_mask, 0.7)
+
+    policy = LMActorCritic(model, temperature=0.7)
+    torch.nn.init.normal_(policy.value_head.weight, std=0.1)  # a zero head would hide the hidden states' gradient
+    parameters = [p for p in policy.parameters() if p.requires_grad]
+
+    def loss_and_gradients(logp, value):
+        loss = (logp * valid).sum() + (value**2 * valid).sum()
+        return torch.autograd.grad(loss, parameters)
+
+    shared = policy(
         {
             "input_ids": torch.cat([ids, response_ids], 1),
             "attention_mask": torch.cat([mask, response_mask], 1),
             "response_ids": response_ids,
             "old_logp": torch.zeros(response_ids.shape),
         }
-    ).logp
-    valid = response_mask.bool()
-    torch.testing.assert_close(shared[valid], whole[valid], atol=2e-5, rtol=0)
+    )
+    whole_logp, whole_value = whole_sequence_forward(
+        model, ids, mask, response_ids, response_mask, policy.value_head, 0.7
+    )
+    torch.testing.assert_close(shared_reference[valid], whole_logp[valid].detach(), atol=2e-5, rtol=0)
+    torch.testing.assert_close(shared.logp[valid], whole_logp[valid], atol=2e-5, rtol=0)
+    torch.testing.assert_close(shared.value[valid], whole_value[valid], atol=2e-5, rtol=0)
+    shared_gradients = loss_and_gradients(shared.logp, shared.value)
+    whole_gradients = loss_and_gradients(whole_logp, whole_value)
+    assert any(g.abs().sum() > 0 for g in whole_gradients)
+    for shared_gradient, whole_gradient in zip(shared_gradients, whole_gradients, strict=True):
+        torch.testing.assert_close(shared_gradient, whole_gradient, atol=1e-4, rtol=1e-3)
 
 
 def test_first_minibatch_ratio_is_one_and_training_leaves_the_reference_alone(tiny):

@@ -84,31 +84,33 @@ class LMActorCritic(nn.Module):
 
     def forward(self, inputs: dict[str, torch.Tensor]) -> Evaluation:
         """Evaluate whole sequences: ``inputs`` holds ``input_ids``, ``attention_mask`` ``(B, P + T)`` and
-        ``response_ids``, ``old_logp`` ``(B, T)``; every output is ``(B, T)``. ``kl`` is the k3 estimate."""
+        ``response_ids``, ``old_logp`` ``(B, T)``; every output is ``(B, T)``. ``kl`` is the k3 estimate.
+
+        The prompts and responses go through ``continue_prompts`` (each distinct prompt once, the responses through
+        its cache, gradients flowing back through both); a separate critic LM reads the whole sequences."""
         response_ids = inputs["response_ids"]
-        num_response = response_ids.shape[1]
-        output = self.lm(
-            input_ids=inputs["input_ids"],
-            attention_mask=inputs["attention_mask"],
-            position_ids=position_ids_from_mask(inputs["attention_mask"]),
-            output_hidden_states=self.value_head is not None and self.critic_lm is None,
-            logits_to_keep=num_response + 1,
-            use_cache=False,
+        num_prompt = inputs["input_ids"].shape[1] - response_ids.shape[1]
+        continued = continue_prompts(
+            self.lm,
+            inputs["input_ids"][:, :num_prompt],
+            inputs["attention_mask"][:, :num_prompt],
+            response_ids,
+            inputs["attention_mask"][:, num_prompt:],
+            hidden=self.value_head is not None and self.critic_lm is None,
         )
-        logp, entropy = token_log_probs_and_entropy(output.logits[:, :-1], response_ids, self.temperature)
+        logp, entropy = token_log_probs_and_entropy(continued.logits, response_ids, self.temperature)
         kl = kl_k3(logp, inputs["old_logp"])
         if self.value_head is None:
             return Evaluation(logp=logp, entropy=entropy, value=torch.zeros_like(logp), kl=kl)
-        if self.critic_lm is None:
-            hidden = output.hidden_states[-1][:, -num_response - 1 : -1]
-        else:
+        hidden = continued.hidden
+        if self.critic_lm is not None:
             hidden = self.critic_lm(
                 input_ids=inputs["input_ids"],
                 attention_mask=inputs["attention_mask"],
                 position_ids=position_ids_from_mask(inputs["attention_mask"]),
                 output_hidden_states=True,
                 use_cache=False,
-            ).hidden_states[-1][:, -num_response - 1 : -1]
+            ).hidden_states[-1][:, num_prompt - 1 : -1]
         value = self.value_head(hidden.float()).squeeze(-1)
         return Evaluation(logp=logp, entropy=entropy, value=value, kl=kl)
 
@@ -144,19 +146,70 @@ class PrefilledPrompts(NamedTuple):
     """``(B, V)`` the logits after each prompt's last token: the distribution of the first response token."""
     cache: object
     """The key/value cache of the prompts, one row per prompt, to be continued by single-token or response forwards."""
+    last_hidden: torch.Tensor | None
+    """``(B, H)`` the last layer's hidden state at each prompt's last token (where V(s_0) is read), if asked for."""
 
 
-def prefill_prompts(lm: nn.Module, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> PrefilledPrompts:
+def prefill_prompts(
+    lm: nn.Module, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, hidden: bool = False
+) -> PrefilledPrompts:
     """One forward over the *distinct* prompts of ``(B, P)`` (a group's G copies of a prompt cost one), keeping only
     the last position's logits, then the cache copied out to every row. Copies of a prompt share their keys and
-    values exactly; a distinct prompt's equal what a forward of it alone gives, up to rounding."""
+    values exactly (under autograd their gradients add up in the one distinct row); a distinct prompt's equal what a
+    forward of it alone gives, up to rounding."""
     distinct, copy_of = torch.unique(torch.cat([prompt_ids, prompt_mask], dim=1), dim=0, return_inverse=True)
     ids, mask = distinct[:, : prompt_ids.shape[1]], distinct[:, prompt_ids.shape[1] :]
     output = lm(
-        input_ids=ids, attention_mask=mask, position_ids=position_ids_from_mask(mask), use_cache=True, logits_to_keep=1
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=position_ids_from_mask(mask),
+        use_cache=True,
+        logits_to_keep=1,
+        output_hidden_states=hidden,
     )
     output.cache.batch_select_indices(copy_of)
-    return PrefilledPrompts(output.logits[copy_of, -1], output.cache)
+    last_hidden = output.hidden_states[-1][copy_of, -1] if hidden else None
+    return PrefilledPrompts(output.logits[copy_of, -1], output.cache, last_hidden)
+
+
+class ContinuedPrompts(NamedTuple):
+    """What the LM gives at the ``T`` positions that predict a response's tokens."""
+
+    logits: torch.Tensor
+    """``(B, T, V)``: position ``t`` predicts response token ``t``."""
+    hidden: torch.Tensor | None
+    """``(B, T, H)`` the last layer's hidden states at the same positions (the state s_t the value head reads)."""
+
+
+def continue_prompts(
+    lm: nn.Module,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    response_ids: torch.Tensor,
+    response_mask: torch.Tensor,
+    hidden: bool = False,
+) -> ContinuedPrompts:
+    """The logits (and hidden states) that predict each token of right-padded responses ``(B, T)`` after
+    left-padded prompts ``(B, P)``: the distinct prompts prefilled once (``prefill_prompts``), then every response
+    but its last token in one forward through their cache. Equal to a forward of the whole sequences up to rounding,
+    at the cost of ``distinct prompts x P + B x T`` tokens instead of ``B x (P + T)``; differentiable."""
+    prefilled = prefill_prompts(lm, prompt_ids, prompt_mask, hidden)
+    logits = prefilled.last_logits.unsqueeze(1)
+    states = prefilled.last_hidden.unsqueeze(1) if hidden else None
+    if response_ids.shape[1] > 1:
+        mask = torch.cat([prompt_mask, response_mask], dim=1)[:, :-1]
+        output = lm(
+            input_ids=response_ids[:, :-1],
+            attention_mask=mask,
+            position_ids=position_ids_from_mask(mask)[:, prompt_ids.shape[1] :],
+            cache=prefilled.cache,
+            use_cache=True,
+            output_hidden_states=hidden,
+        )
+        logits = torch.cat([logits, output.logits], dim=1)
+        if hidden:
+            states = torch.cat([states, output.hidden_states[-1]], dim=1)
+    return ContinuedPrompts(logits, states)
 
 
 @torch.no_grad()
@@ -221,21 +274,8 @@ def response_log_probs(
     temperature: float,
 ) -> torch.Tensor:
     """log pi(response token t | prompt, tokens before t) ``(B, T)`` for left-padded prompts ``(B, P)`` and
-    right-padded responses ``(B, T)``: the distinct prompts prefilled once (``prefill_prompts``), then every
-    response in one cached forward. Equal to a forward of the whole sequences up to rounding, at the cost of
-    ``distinct prompts x P + B x T`` tokens instead of ``B x (P + T)``."""
-    prefilled = prefill_prompts(lm, prompt_ids, prompt_mask)
-    logits = prefilled.last_logits.unsqueeze(1)
-    if response_ids.shape[1] > 1:
-        mask = torch.cat([prompt_mask, response_mask], dim=1)[:, :-1]
-        continued = lm(
-            input_ids=response_ids[:, :-1],
-            attention_mask=mask,
-            position_ids=position_ids_from_mask(mask)[:, prompt_ids.shape[1] :],
-            cache=prefilled.cache,
-            use_cache=True,
-        ).logits
-        logits = torch.cat([logits, continued], dim=1)
+    right-padded responses ``(B, T)``, by ``continue_prompts``."""
+    logits = continue_prompts(lm, prompt_ids, prompt_mask, response_ids, response_mask).logits
     return token_log_probs_and_entropy(logits, response_ids, temperature)[0]
 
 
