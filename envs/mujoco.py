@@ -12,6 +12,8 @@ import numpy as np
 from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
+from envs.mujoco_batch import BATCHED_TASKS, BatchedMujocoVectorEnv
+
 AUTORESET_MODE = AutoresetMode.SAME_STEP
 """Rollouts rely on same-step autoreset: ``step`` returns the first observation of the next episode and
 ``info["final_obs"]`` holds the last observation of the one that ended (Gymnasium 1.x)."""
@@ -88,7 +90,9 @@ def camera_options(env_id: str) -> dict[str, str]:
     return {"camera_name": TRACKING_CAMERA} if tracks else {}
 
 
-def make_vector_env(env_id: str, num_envs: int, render_mode: str | None = None) -> SyncVectorEnv:
+def make_vector_env(
+    env_id: str, num_envs: int, render_mode: str | None = None, threads: int | None = None
+) -> SyncVectorEnv | BatchedMujocoVectorEnv:
     """``num_envs`` copies of ``env_id`` stepped in this process with same-step autoreset.
 
     With a ``render_mode`` the frames come from the model's tracking camera (``camera_options``), so a walker stays
@@ -97,8 +101,17 @@ def make_vector_env(env_id: str, num_envs: int, render_mode: str | None = None) 
     Synchronous on purpose: on a 2-core machine worker processes cost more in IPC than they save
     (measured on a 2-vCPU machine: AsyncVectorEnv x2 about 6,000 steps/s against about 13,700 for one env).
     Seed it with ``reset(seed=seed)``: env ``i`` gets ``seed + i``.
+
+    With ``threads``, a task of ``BATCHED_TASKS`` steps all its simulations on that many threads
+    (``BatchedMujocoVectorEnv``, bit-identical to Gymnasium's envs; snapshot it with its own ``snapshot``/``restore``);
+    any other task, or rendering, falls back to Gymnasium's envs with one printed line that says so.
     """
     check_env_id(env_id)
+    if threads is not None:
+        if env_id in BATCHED_TASKS and render_mode is None:
+            return BatchedMujocoVectorEnv(env_id, num_envs, threads)
+        reason = "rendering" if render_mode else f"no batched stepping for {env_id} (only {', '.join(BATCHED_TASKS)})"
+        print(f"{env_id}: {reason}; stepping Gymnasium's environments one by one on one thread instead")
     options = camera_options(env_id) if render_mode else {}
     envs = FinalObsSyncVectorEnv(
         [lambda: gym.make(env_id, render_mode=render_mode, **options) for _ in range(num_envs)],

@@ -1,0 +1,506 @@
+"""Many simulations of one Gymnasium MuJoCo v5 task stepped together on a C thread pool, with Gymnasium's results.
+
+MuJoCo 4.0's ``mujoco.batch.Batch`` keeps each simulation as its ``mjSTATE_INTEGRATION`` row and steps all of them
+on ``nthread`` threads (the caller's included), "bit-identical to a loop over one MjData per simulation at any thread
+count" (mujoco/batch.py). It steps physics only; everything else a Gymnasium task defines (observation, reward,
+termination, the time limit, reset noise, ``info``) is computed here for all simulations at once, each task
+mirroring its Gymnasium file (gymnasium/envs/mujoco/<task>_v5.py) and its settings read from a ``gym.make`` of the
+task, so registered keyword arguments count. ``BatchedMujocoVectorEnv`` returns what ``SyncVectorEnv`` over
+``gym.make(env_id)`` envs returns in same-step autoreset mode, bit for bit; tests/test_mujoco_batch.py steps each
+task beside it. Elementwise arithmetic is exact however it is vectorised; the few expressions whose rounding could
+depend on array shape (``np.linalg.norm``'s dot product, ``sin``/``cos``, scalar ``**``) run per simulation exactly
+as Gymnasium writes them.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import ClassVar, NamedTuple
+
+import gymnasium as gym
+import mujoco
+import mujoco.batch
+import numpy as np
+from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
+from gymnasium.utils import seeding
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+BATCH_STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
+"""A Batch row is this state (mujoco/batch.py): snapshots hold it, as ``envs.mujoco.snapshot_vector_env``'s do."""
+
+
+class Simulations(NamedTuple):
+    """Live ``(N, ...)`` views of a Batch: state rows, and the derived fields a task reads (refreshed by each call,
+    describing the state before the last substep after a step, as ``mj_step`` leaves ``MjData``)."""
+
+    qpos: np.ndarray
+    """``(N, nq)`` joint positions."""
+    qvel: np.ndarray
+    """``(N, nv)`` joint velocities."""
+    derived: dict[str, np.ndarray]
+    """The task's ``derived_fields`` by name, ``(N, ...)`` each, read-only."""
+
+
+class StepOutcome(NamedTuple):
+    """What a task's ``step`` returns beside the observation, for every simulation."""
+
+    reward: np.ndarray
+    """``(N,)`` float64."""
+    terminated: np.ndarray
+    """``(N,)`` bool."""
+    info: dict[str, np.ndarray]
+    """Each key of the task's step ``info``, ``(N,)`` with the dtype of Gymnasium's value."""
+
+
+class ResetState(NamedTuple):
+    """One simulation's state after ``reset_model``'s noise."""
+
+    qpos: np.ndarray
+    """``(nq,)``."""
+    qvel: np.ndarray
+    """``(nv,)``."""
+
+
+class BatchedTask:
+    """One Gymnasium v5 task's definitions over N simulations; ``env`` is a Gymnasium env of the task, read for its
+    settings (weights, ranges, ``init_qpos``, ``dt``) and never stepped."""
+
+    derived_fields: ClassVar[tuple[str, ...]] = ()
+    """MjData fields besides the state that the observation or reward reads."""
+
+    def __init__(self, env: MujocoEnv) -> None:
+        self.env = env
+        self.dt = env.dt
+
+    def observe(self, sims: Simulations, rows: np.ndarray | slice) -> np.ndarray:
+        """``(n, obs_dim)`` float64 observations of the simulations ``rows``."""
+        raise NotImplementedError
+
+    def outcome(self, sims: Simulations, qpos_before: np.ndarray, actions: np.ndarray) -> StepOutcome:
+        """Reward, termination and info of the step from ``qpos_before`` ``(N, nq)`` with ``actions`` ``(N, nu)``."""
+        raise NotImplementedError
+
+    def reset_state(self, rng: np.random.Generator) -> ResetState:
+        """``reset_model``'s state for one simulation, drawing from ``rng`` as Gymnasium draws from ``np_random``."""
+        env = self.env
+        noise_low, noise_high = -env._reset_noise_scale, env._reset_noise_scale
+        qpos = env.init_qpos + rng.uniform(low=noise_low, high=noise_high, size=env.model.nq)
+        qvel = env.init_qvel + rng.uniform(low=noise_low, high=noise_high, size=env.model.nv)
+        return ResetState(qpos, qvel)
+
+    def reset_info(self, sims: Simulations, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """``_get_reset_info`` of the simulations ``rows``, ``(n,)`` per key; MujocoEnv's default is empty."""
+        return {}
+
+    def control_cost(self, actions: np.ndarray) -> np.ndarray:
+        """``(N,)`` ``ctrl_cost_weight * sum(action**2)`` in the actions' dtype, as the locomotion tasks write it."""
+        return self.env._ctrl_cost_weight * np.sum(np.square(actions), axis=1)
+
+
+class Hopper(BatchedTask):
+    """gymnasium/envs/mujoco/hopper_v5.py."""
+
+    def observe(self, sims, rows):
+        position = sims.qpos[rows]
+        velocity = np.clip(sims.qvel[rows], -10, 10)
+        if self.env._exclude_current_positions_from_observation:
+            position = position[:, 1:]
+        return np.concatenate((position, velocity), axis=1)
+
+    def is_healthy(self, sims: Simulations) -> np.ndarray:
+        env = self.env
+        z, angle = sims.qpos[:, 1], sims.qpos[:, 2]
+        state = np.concatenate((sims.qpos, sims.qvel), axis=1)[:, 2:]
+        min_state, max_state = env._healthy_state_range
+        min_z, max_z = env._healthy_z_range
+        min_angle, max_angle = env._healthy_angle_range
+        healthy_state = np.all(np.logical_and(min_state < state, state < max_state), axis=1)
+        healthy_z = (min_z < z) & (z < max_z)
+        healthy_angle = (min_angle < angle) & (angle < max_angle)
+        return healthy_state & healthy_z & healthy_angle
+
+    def outcome(self, sims, qpos_before, actions):
+        env = self.env
+        x_position_after = sims.qpos[:, 0].copy()
+        x_velocity = (x_position_after - qpos_before[:, 0]) / self.dt
+        healthy = self.is_healthy(sims)
+        forward_reward = env._forward_reward_weight * x_velocity
+        healthy_reward = healthy * env._healthy_reward
+        ctrl_cost = self.control_cost(actions)
+        reward = forward_reward + healthy_reward - ctrl_cost
+        info = {
+            "x_position": x_position_after,
+            "z_distance_from_origin": sims.qpos[:, 1] - env.init_qpos[1],
+            "x_velocity": x_velocity,
+            "reward_forward": forward_reward,
+            "reward_ctrl": -ctrl_cost,
+            "reward_survive": healthy_reward,
+        }
+        return StepOutcome(reward, ~healthy & env._terminate_when_unhealthy, info)
+
+    def reset_info(self, sims, rows):
+        return {
+            "x_position": sims.qpos[rows, 0],
+            "z_distance_from_origin": sims.qpos[rows, 1] - self.env.init_qpos[1],
+        }
+
+
+class Walker2d(Hopper):
+    """gymnasium/envs/mujoco/walker2d_v5.py: Hopper's definitions but for health, which checks height and angle."""
+
+    def is_healthy(self, sims):
+        env = self.env
+        z, angle = sims.qpos[:, 1], sims.qpos[:, 2]
+        min_z, max_z = env._healthy_z_range
+        min_angle, max_angle = env._healthy_angle_range
+        return (min_z < z) & (z < max_z) & (min_angle < angle) & (angle < max_angle)
+
+
+class HalfCheetah(BatchedTask):
+    """gymnasium/envs/mujoco/half_cheetah_v5.py."""
+
+    def observe(self, sims, rows):
+        position = sims.qpos[rows]
+        if self.env._exclude_current_positions_from_observation:
+            position = position[:, 1:]
+        return np.concatenate((position, sims.qvel[rows]), axis=1)
+
+    def outcome(self, sims, qpos_before, actions):
+        x_position_after = sims.qpos[:, 0].copy()
+        x_velocity = (x_position_after - qpos_before[:, 0]) / self.dt
+        forward_reward = self.env._forward_reward_weight * x_velocity
+        ctrl_cost = self.control_cost(actions)
+        info = {
+            "x_position": x_position_after,
+            "x_velocity": x_velocity,
+            "reward_forward": forward_reward,
+            "reward_ctrl": -ctrl_cost,
+        }
+        return StepOutcome(forward_reward - ctrl_cost, np.zeros(len(actions), dtype=bool), info)
+
+    def reset_state(self, rng):
+        env = self.env
+        noise_low, noise_high = -env._reset_noise_scale, env._reset_noise_scale
+        qpos = env.init_qpos + rng.uniform(low=noise_low, high=noise_high, size=env.model.nq)
+        qvel = env.init_qvel + env._reset_noise_scale * rng.standard_normal(env.model.nv)
+        return ResetState(qpos, qvel)
+
+    def reset_info(self, sims, rows):
+        return {"x_position": sims.qpos[rows, 0]}
+
+
+class Swimmer(BatchedTask):
+    """gymnasium/envs/mujoco/swimmer_v5.py."""
+
+    def observe(self, sims, rows):
+        position = sims.qpos[rows]
+        if self.env._exclude_current_positions_from_observation:
+            position = position[:, 2:]
+        return np.concatenate((position, sims.qvel[rows]), axis=1)
+
+    def outcome(self, sims, qpos_before, actions):
+        xy_position_after = sims.qpos[:, 0:2].copy()
+        xy_velocity = (xy_position_after - qpos_before[:, 0:2]) / self.dt
+        forward_reward = self.env._forward_reward_weight * xy_velocity[:, 0]
+        ctrl_cost = self.control_cost(actions)
+        info = {
+            "x_position": xy_position_after[:, 0],
+            "y_position": xy_position_after[:, 1],
+            "distance_from_origin": distances_from_origin(xy_position_after),
+            "x_velocity": xy_velocity[:, 0],
+            "y_velocity": xy_velocity[:, 1],
+            "reward_forward": forward_reward,
+            "reward_ctrl": -ctrl_cost,
+        }
+        return StepOutcome(forward_reward - ctrl_cost, np.zeros(len(actions), dtype=bool), info)
+
+    def reset_info(self, sims, rows):
+        xy = sims.qpos[rows, 0:2]
+        return {"x_position": xy[:, 0], "y_position": xy[:, 1], "distance_from_origin": distances_from_origin(xy)}
+
+
+def distances_from_origin(points: np.ndarray) -> np.ndarray:
+    """``(n,)`` ``np.linalg.norm(point, ord=2)`` of each row of ``points`` ``(n, d)``, one call per row as Gymnasium
+    makes it (the vector norm is a dot product, whose summation may differ from a row-wise reduction)."""
+    return np.array([np.linalg.norm(point, ord=2) for point in points], dtype=np.float64)
+
+
+class InvertedPendulum(BatchedTask):
+    """gymnasium/envs/mujoco/inverted_pendulum_v5.py."""
+
+    def observe(self, sims, rows):
+        return np.concatenate((sims.qpos[rows], sims.qvel[rows]), axis=1)
+
+    def outcome(self, sims, qpos_before, actions):
+        observation = self.observe(sims, slice(None))
+        terminated = ~np.isfinite(observation).all(axis=1) | (np.abs(observation[:, 1]) > 0.2)
+        reward = (~terminated).astype(np.int64)  # int(not terminated): an int, as the info's "reward_survive"
+        return StepOutcome(reward.astype(np.float64), terminated, {"reward_survive": reward})
+
+
+class InvertedDoublePendulum(BatchedTask):
+    """gymnasium/envs/mujoco/inverted_double_pendulum_v5.py; its observation (``sin``, ``cos``) and penalties
+    (scalar ``**``) are computed per simulation, as Gymnasium writes them."""
+
+    derived_fields = ("site_xpos", "qfrc_constraint")
+
+    def observe(self, sims, rows):
+        qfrc_constraint = sims.derived["qfrc_constraint"]
+        return np.stack(
+            [
+                np.concatenate(
+                    [
+                        sims.qpos[i][:1],
+                        np.sin(sims.qpos[i][1:]),
+                        np.cos(sims.qpos[i][1:]),
+                        np.clip(sims.qvel[i], -10, 10),
+                        np.clip(qfrc_constraint[i], -10, 10)[:1],
+                    ]
+                ).ravel()
+                for i in np.arange(len(sims.qpos))[rows]
+            ]
+        )
+
+    def outcome(self, sims, qpos_before, actions):
+        site_xpos = sims.derived["site_xpos"]
+        count = len(actions)
+        reward, terminated = np.empty(count), np.empty(count, dtype=bool)
+        survive, distance, velocity = np.empty(count), np.empty(count), np.empty(count)
+        for i in range(count):
+            x, _, y = site_xpos[i, 0]
+            terminated[i] = bool(y <= 1)
+            v1, v2 = sims.qvel[i, 1:3]
+            dist_penalty = 0.01 * x**2 + (y - 2) ** 2
+            vel_penalty = 1e-3 * v1**2 + 5e-3 * v2**2
+            survive[i] = self.env._healthy_reward * int(not terminated[i])
+            reward[i] = survive[i] - dist_penalty - vel_penalty
+            distance[i], velocity[i] = -dist_penalty, -vel_penalty
+        info = {"reward_survive": survive, "distance_penalty": distance, "velocity_penalty": velocity}
+        return StepOutcome(reward, terminated, info)
+
+    def reset_state(self, rng):
+        env = self.env
+        noise_low, noise_high = -env._reset_noise_scale, env._reset_noise_scale
+        qpos = env.init_qpos + rng.uniform(low=noise_low, high=noise_high, size=env.model.nq)
+        qvel = env.init_qvel + rng.standard_normal(env.model.nv) * env._reset_noise_scale
+        return ResetState(qpos, qvel)
+
+
+class Reacher(BatchedTask):
+    """gymnasium/envs/mujoco/reacher_v5.py; the fingertip-to-target distance and the observation's ``cos``/``sin``
+    are computed per simulation, as Gymnasium writes them."""
+
+    derived_fields = ("xpos",)
+
+    def __init__(self, env: MujocoEnv) -> None:
+        super().__init__(env)
+        self.fingertip = env.model.body("fingertip").id
+        self.target = env.model.body("target").id
+
+    def fingertip_to_target(self, sims: Simulations, i: int) -> np.ndarray:
+        """``get_body_com("fingertip") - get_body_com("target")`` of simulation ``i``, ``(3,)``."""
+        xpos = sims.derived["xpos"][i]
+        return xpos[self.fingertip] - xpos[self.target]
+
+    def observe(self, sims, rows):
+        observations = []
+        for i in np.arange(len(sims.qpos))[rows]:
+            theta = sims.qpos[i].flatten()[:2]
+            parts = [
+                np.cos(theta),
+                np.sin(theta),
+                sims.qpos[i].flatten()[2:],
+                sims.qvel[i].flatten()[:2],
+                self.fingertip_to_target(sims, i)[:2],
+            ]
+            observations.append(np.concatenate(parts))
+        return np.stack(observations)
+
+    def outcome(self, sims, qpos_before, actions):
+        env = self.env
+        distance = np.array([-np.linalg.norm(self.fingertip_to_target(sims, i)) for i in range(len(actions))])
+        reward_dist = distance * env._reward_dist_weight
+        reward_ctrl = -np.square(actions).sum(axis=1) * env._reward_control_weight
+        info = {"reward_dist": reward_dist, "reward_ctrl": reward_ctrl}
+        return StepOutcome(reward_dist + reward_ctrl, np.zeros(len(actions), dtype=bool), info)
+
+    def reset_state(self, rng):
+        env = self.env
+        qpos = rng.uniform(low=-0.1, high=0.1, size=env.model.nq) + env.init_qpos
+        while True:
+            goal = rng.uniform(low=-0.2, high=0.2, size=2)
+            if np.linalg.norm(goal) < 0.2:
+                break
+        qpos[-2:] = goal
+        qvel = env.init_qvel + rng.uniform(low=-0.005, high=0.005, size=env.model.nv)
+        qvel[-2:] = 0
+        return ResetState(qpos, qvel)
+
+
+BATCHED_TASKS: dict[str, type[BatchedTask]] = {
+    "Hopper-v5": Hopper,
+    "Walker2d-v5": Walker2d,
+    "HalfCheetah-v5": HalfCheetah,
+    "Swimmer-v5": Swimmer,
+    "InvertedPendulum-v5": InvertedPendulum,
+    "InvertedDoublePendulum-v5": InvertedDoublePendulum,
+    "Reacher-v5": Reacher,
+}
+"""The tasks ``BatchedMujocoVectorEnv`` computes exactly. Not here: Ant, Humanoid and HumanoidStandup read contact
+forces (``cfrc_ext``) that Gymnasium computes with ``mj_rnePostConstraint`` after each step and a Batch does not;
+Pusher is not yet mirrored."""
+
+
+class BatchedMujocoVectorEnv(VectorEnv):
+    """``num_envs`` simulations of ``env_id`` stepped by ``mujoco.batch.Batch`` on ``threads`` threads, returning
+    what ``SyncVectorEnv([gym.make(env_id)] * num_envs, autoreset_mode=SAME_STEP)`` returns, bit for bit: observations
+    ``(N, obs_dim)`` float64, rewards ``(N,)``, terminations and truncations (at the registered time limit) ``(N,)``,
+    and its ``info`` (each key an ``(N,)`` array with its ``_key`` mask; for the envs that ended, ``final_obs``,
+    ``final_info`` and the reset's info). Seeds as ``SyncVectorEnv``: ``reset(seed=s)`` seeds env ``i`` with
+    ``s + i``. ``snapshot``/``restore`` take and give ``envs.mujoco.snapshot_vector_env``'s records, so a state
+    moves between the two exactly. Results do not depend on ``threads``.
+    """
+
+    metadata: ClassVar[dict] = {"autoreset_mode": AutoresetMode.SAME_STEP}
+
+    def __init__(self, env_id: str, num_envs: int, threads: int) -> None:
+        if env_id not in BATCHED_TASKS:
+            raise ValueError(f"{env_id!r} is not one of the batched tasks: {', '.join(BATCHED_TASKS)}")
+        if num_envs < 1 or threads < 1:
+            raise ValueError(f"num_envs and threads must be at least 1, got {num_envs} and {threads}")
+        self._template = gym.make(env_id)
+        inner = self._template.unwrapped
+        self.task = BATCHED_TASKS[env_id](inner)
+        self.spec = self._template.spec
+        self.max_episode_steps = self.spec.max_episode_steps
+        self.frame_skip = inner.frame_skip
+        self.num_envs = num_envs
+        self.single_observation_space = self._template.observation_space
+        self.single_action_space = self._template.action_space
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self.batch = mujoco.batch.Batch(inner.model, num_envs, nthread=threads)
+        assert self.batch.nstate == mujoco.mj_stateSize(inner.model, BATCH_STATE_SPEC)
+        self.sims = Simulations(
+            self.batch.bind("qpos"),
+            self.batch.bind("qvel"),
+            {name: self.batch.bind(name) for name in self.task.derived_fields},
+        )
+        self._ctrl = self.batch.bind("ctrl")
+        self._elapsed_steps = np.zeros(num_envs, dtype=np.int64)
+        self._rngs: list[np.random.Generator | None] = [None] * num_envs
+
+    @property
+    def threads(self) -> int:
+        """Threads the batch steps on, the caller's included."""
+        return self.batch.nthread
+
+    def reset(self, *, seed: int | list[int | None] | None = None, options: dict | None = None):
+        """Reset every env; ``seed`` as ``SyncVectorEnv.reset``'s. Returns ``(obs (N, obs_dim), info)``."""
+        if options is not None:
+            raise ValueError("BatchedMujocoVectorEnv.reset takes no options (MuJoCo v5 tasks read none)")
+        if seed is None:
+            seed = [None] * self.num_envs
+        elif isinstance(seed, int):
+            seed = [seed + i for i in range(self.num_envs)]
+        if len(seed) != self.num_envs:
+            raise ValueError(f"{len(seed)} seeds for {self.num_envs} environments")
+        rows = np.arange(self.num_envs)
+        observations = self._reset_rows(rows, seed)
+        return observations, self._mask_info({}, rows, self.task.reset_info(self.sims, rows))
+
+    def _reset_rows(self, rows: np.ndarray, seeds: list[int | None]) -> np.ndarray:
+        """MujocoEnv.reset for each of ``rows``: reseed where a seed is given, ``mj_resetData``, ``reset_model``'s
+        noise, ``mj_forward``; returns their ``(n, obs_dim)`` observations."""
+        self.batch.reset(rows, stage=mujoco.mjtStage.mjSTAGE_NONE)
+        for row, seed in zip(rows, seeds):
+            if seed is not None or self._rngs[row] is None:
+                self._rngs[row] = seeding.np_random(seed)[0]
+            state = self.task.reset_state(self._rngs[row])
+            self.sims.qpos[row], self.sims.qvel[row] = state.qpos, state.qvel
+        self.batch.forward(rows)
+        self._elapsed_steps[rows] = 0
+        return self.task.observe(self.sims, rows)
+
+    def step(self, actions: np.ndarray):
+        """Step every env with ``actions`` ``(N, nu)``; an env that ends is reset in the same step (its last
+        observation in ``info["final_obs"]``). Returns ``(obs, rewards, terminations, truncations, info)``."""
+        actions = np.asarray(actions)
+        qpos_before = self.sims.qpos.copy()
+        self._ctrl[:] = actions
+        self.batch.step(nstep=self.frame_skip)
+        observations = self.task.observe(self.sims, slice(None))
+        outcome = self.task.outcome(self.sims, qpos_before, actions)
+        self._elapsed_steps += 1
+        truncated = self._elapsed_steps >= self.max_episode_steps
+        done = outcome.terminated | truncated
+        if not done.any():
+            return observations, outcome.reward, outcome.terminated, truncated, self._mask_info(outcome.info)
+        rows = np.flatnonzero(done)
+        final_obs = np.full(self.num_envs, None, dtype=object)
+        for row in rows:
+            final_obs[row] = observations[row].copy()
+        final_info = self._mask_info({}, rows, {key: value[rows] for key, value in outcome.info.items()})
+        observations[rows] = self._reset_rows(rows, [None] * len(rows))
+        info = {"final_obs": final_obs, "_final_obs": done.copy(), "final_info": final_info, "_final_info": done.copy()}
+        info.update(self._mask_info(outcome.info, rows, self.task.reset_info(self.sims, rows)))
+        return observations, outcome.reward, outcome.terminated, truncated, info
+
+    def _mask_info(
+        self,
+        running: dict[str, np.ndarray],
+        reset_rows: np.ndarray | None = None,
+        reset_info: dict[str, np.ndarray] | None = None,
+    ) -> dict[str, np.ndarray]:
+        """``SyncVectorEnv``'s merged info: each key an ``(N,)`` array with a ``_key`` mask of the envs that have it;
+        ``running`` holds every env's values, replaced for ``reset_rows`` (which have only ``reset_info``'s keys)."""
+        done = np.zeros(self.num_envs, dtype=bool)
+        if reset_rows is not None:
+            done[reset_rows] = True
+        reset_info = reset_info or {}
+        info = {}
+        for key in dict.fromkeys([*running, *reset_info]):
+            if key not in reset_info and done.all():
+                continue  # no env has it: SyncVectorEnv makes no entry
+            dtype = running[key].dtype if key in running else reset_info[key].dtype
+            values, mask = np.zeros(self.num_envs, dtype=dtype), np.zeros(self.num_envs, dtype=bool)
+            if key in running:
+                values[~done], mask[~done] = running[key][~done], True
+            if key in reset_info:
+                values[done], mask[done] = reset_info[key], True
+            info[key], info[f"_{key}"] = values, mask
+        return info
+
+    def snapshot(self) -> list[dict]:
+        """Each env's MuJoCo integration state, time-limit counter and RNG state (``snapshot_vector_env``'s records),
+        taken after a ``reset``."""
+        if any(rng is None for rng in self._rngs):
+            raise RuntimeError("snapshot before reset: the environments have no random state yet")
+        return [
+            {
+                "mujoco_state": self.batch.state[i].copy(),
+                "elapsed_steps": int(self._elapsed_steps[i]),
+                "rng_state": copy.deepcopy(self._rngs[i].bit_generator.state),
+            }
+            for i in range(self.num_envs)
+        ]
+
+    def restore(self, snapshots: list[dict]) -> None:
+        """Put every env back into a state taken by ``snapshot`` or ``snapshot_vector_env``."""
+        if len(snapshots) != self.num_envs:
+            raise ValueError(f"checkpoint holds {len(snapshots)} environment states but the run has {self.num_envs}")
+        for i, snapshot in enumerate(snapshots):
+            if snapshot["mujoco_state"].shape != (self.batch.nstate,):
+                raise ValueError(
+                    "checkpoint environment state does not match this environment's model; "
+                    "was it saved for another env id?"
+                )
+            self.batch.state[i] = snapshot["mujoco_state"]
+            self._elapsed_steps[i] = snapshot["elapsed_steps"]
+            rng = np.random.Generator(np.random.PCG64())
+            rng.bit_generator.state = snapshot["rng_state"]
+            self._rngs[i] = rng
+
+    def close_extras(self, **kwargs) -> None:
+        self._template.close()
