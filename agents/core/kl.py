@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 import torch
+
+ReferenceKLEstimator = Literal["k3", "k2"]
+"""The estimator of KL(pi || pi_ref) in the loss, on the policy's own samples: ``k3 = exp(ref - logp) - (ref - logp)
+- 1`` (DeepSeekMath eq. 4; its gradient is biased) or ``k2 = (logp - ref)^2 / 2``, whose gradient is the
+score-function gradient of the KL (arXiv 2510.01555)."""
 
 
 def kl_k1(logp: torch.Tensor, old_logp: torch.Tensor) -> torch.Tensor:
@@ -29,6 +34,16 @@ def kl_k3(logp: torch.Tensor, old_logp: torch.Tensor) -> torch.Tensor:
     """
     log_ratio = logp - old_logp
     return torch.expm1(log_ratio) - log_ratio
+
+
+def kl_k2(logp: torch.Tensor, old_logp: torch.Tensor) -> torch.Tensor:
+    """Per-sample estimator of KL(pi_old || pi): ``k2 = (log r)^2 / 2``, ``r = pi / pi_old``.
+
+    Biased, non-negative, low variance (Schulman 2020). As a loss on samples of the policy being trained, its
+    gradient ``(log pi - log pi_ref) grad log pi`` is the score-function gradient of the KL: k2 in the loss is
+    gradient-equivalent to k1 in the reward on-policy (arXiv 2510.01555), where k3 in the loss is not.
+    """
+    return 0.5 * (logp - old_logp) ** 2
 
 
 def gaussian_kl(

@@ -1,8 +1,9 @@
 """PPO loss terms: pure functions of per-sample tensors that return a scalar to *minimise*.
 
-The three policy surrogates are siblings with identical inputs (``SurrogateInputs``), so any
-objective runs on any environment. Every tensor has the same shape (``(N,)`` for transitions,
-``(B, T)`` for sequences) and ``mask`` selects the entries that count.
+The policy surrogates are siblings with identical inputs (``SurrogateInputs``), so any objective runs on any
+environment. Every tensor has the same shape (``(N,)`` for transitions, ``(B, T)`` for sequences) and ``mask``
+selects the entries that count. The sequence-level ones (GSPO, GSPO-token, GMPO) read ``(N,)`` transitions as
+``(N, 1)``: one-token sequences, as ``aggregate`` does.
 """
 
 from __future__ import annotations
@@ -84,6 +85,131 @@ def unclipped_surrogate(x: SurrogateInputs, how: LossAggregation = "token-mean")
     """The paper's "no clipping or penalty" ablation (eq. 6), negated: ``-E[r A]``."""
     ratio = torch.exp(x.logp - x.old_logp)
     return -aggregate(ratio * x.advantages, x.mask, how)
+
+
+def dual_clip_surrogate(
+    x: SurrogateInputs,
+    clip_coef: float | torch.Tensor,
+    clip_coef_high: float | torch.Tensor | None,
+    dual_clip: float | torch.Tensor,
+    how: LossAggregation = "token-mean",
+) -> torch.Tensor:
+    """Dual-clip PPO (Ye et al. 2020, arXiv 1912.09729, section 3.1), negated: PPO-Clip's objective
+    ``L = min(r A, clip(r, 1-eps_low, 1+eps_high) A)``, and for ``A < 0`` the lower bound ``max(L, c A)``, so a
+    ratio far above 1 on a bad action cannot make the objective (and its gradient) unboundedly large; ``c > 1``.
+    Where ``c A`` binds the gradient is exactly 0."""
+    ratio = torch.exp(x.logp - x.old_logp)
+    high = clip_coef if clip_coef_high is None else clip_coef_high
+    clipped = torch.minimum(ratio * x.advantages, torch.clamp(ratio, 1.0 - clip_coef, 1.0 + high) * x.advantages)
+    bounded = torch.where(x.advantages < 0, torch.maximum(clipped, dual_clip * x.advantages), clipped)
+    return -aggregate(bounded, x.mask, how)
+
+
+def _grid(values: torch.Tensor) -> torch.Tensor:
+    """``(B, T)`` as it is; ``(N,)`` transitions as ``(N, 1)``, one-token sequences."""
+    return values if values.dim() > 1 else values.unsqueeze(-1)
+
+
+def sequence_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``(B,)``: ``sum_t m v / max(sum_t m, 1)``, the mean of each sequence's valid entries of ``values`` ``(B, T)``
+    (``(N,)`` read as ``(N, 1)``)."""
+    mask_f = _grid(mask).to(values.dtype)
+    return (_grid(values) * mask_f).sum(-1) / mask_f.sum(-1).clamp(min=1.0)
+
+
+def sequence_log_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """GSPO's ``log s_i = (1/|y_i|) sum_t (log pi - log pi_old)``: the log of the geometric mean of the token ratios
+    of each sequence, ``(B, T) -> (B,)``."""
+    return sequence_mean(logp - old_logp, mask)
+
+
+def _per_sequence_loss(per_sequence: torch.Tensor, mask: torch.Tensor, how: LossAggregation) -> torch.Tensor:
+    """Minus the aggregate of one objective value per sequence ``(B,)`` given to each of its valid tokens: under
+    ``sequence-mean`` the mean over sequences; under ``token-mean`` each weighs its length."""
+    grid_mask = _grid(mask)
+    return -aggregate(per_sequence.unsqueeze(-1).expand(grid_mask.shape), grid_mask, how)
+
+
+def gspo_surrogate(
+    x: SurrogateInputs,
+    clip_coef: float | torch.Tensor,
+    clip_coef_high: float | torch.Tensor | None = None,
+    how: LossAggregation = "sequence-mean",
+) -> torch.Tensor:
+    """GSPO (Zheng et al. 2025, arXiv 2507.18071, section 4.1), negated: with the sequence ratio
+    ``s_i = exp((1/|y_i|) sum_t log r_i,t)`` and the sequence's advantage ``A_i`` (the mean of its token advantages,
+    which group objectives give every token alike), ``-E_i[min(s_i A_i, clip(s_i, 1-eps_low, 1+eps_high) A_i)]``.
+    A clipped sequence gives none of its tokens a gradient; an unclipped one gives each ``A_i s_i / |y_i|``."""
+    ratio = torch.exp(sequence_log_ratio(x.logp, x.old_logp, x.mask))
+    advantage = sequence_mean(x.advantages, x.mask)
+    high = clip_coef if clip_coef_high is None else clip_coef_high
+    objective = torch.minimum(ratio * advantage, torch.clamp(ratio, 1.0 - clip_coef, 1.0 + high) * advantage)
+    return _per_sequence_loss(objective, x.mask, how)
+
+
+def gspo_token_surrogate(
+    x: SurrogateInputs,
+    clip_coef: float | torch.Tensor,
+    clip_coef_high: float | torch.Tensor | None = None,
+    how: LossAggregation = "sequence-mean",
+) -> torch.Tensor:
+    """GSPO-token (Zheng et al. 2025, section 4.3), negated: the token ratio ``s_i,t = sg[s_i] pi(y_t) / sg[pi(y_t)]``
+    (its value is ``s_i``, its gradient ``sg[s_i] grad log pi(y_t)``) in PPO-Clip's ``min`` with per-token
+    advantages ``A_i,t``. With ``A_i,t = A_i`` it equals GSPO in value and gradient."""
+    log_ratio = sequence_log_ratio(x.logp, x.old_logp, x.mask).detach()
+    token_ratio = torch.exp(log_ratio.unsqueeze(-1) + _grid(x.logp) - _grid(x.logp).detach())
+    advantages = _grid(x.advantages)
+    high = clip_coef if clip_coef_high is None else clip_coef_high
+    clipped = torch.clamp(token_ratio, 1.0 - clip_coef, 1.0 + high) * advantages
+    return -aggregate(torch.minimum(token_ratio * advantages, clipped), _grid(x.mask), how)
+
+
+def gmpo_surrogate(
+    x: SurrogateInputs,
+    clip_coef: float | torch.Tensor,
+    clip_coef_high: float | torch.Tensor | None = None,
+    how: LossAggregation = "sequence-mean",
+) -> torch.Tensor:
+    """GMPO (Zhao et al. 2025, arXiv 2507.20673), negated: the geometric mean of the token ratios, each
+    clipped pessimistically in log space, times the sequence's advantage:
+    ``-E_i[A_i exp((1/|y_i|) sum_t sgn(A_i) min(sgn(A_i) log r_i,t, sgn(A_i) clip(log r_i,t, -eps_low, eps_high)))]``.
+    For ``A_i > 0`` only ``log r > eps_high`` is clipped, for ``A_i < 0`` only ``log r < -eps_low``; a clipped token
+    gets no gradient, an unclipped one ``A_i G_i / |y_i|`` with ``G_i`` the sequence's clipped geometric mean."""
+    log_ratio = _grid(x.logp - x.old_logp)
+    advantage = sequence_mean(x.advantages, x.mask)
+    sign = torch.sign(advantage).unsqueeze(-1)
+    high = clip_coef if clip_coef_high is None else clip_coef_high
+    clipped = torch.clamp(log_ratio, -clip_coef, high)
+    pessimistic = sign * torch.minimum(sign * log_ratio, sign * clipped)
+    geometric_mean = torch.exp(sequence_mean(pessimistic, x.mask))
+    return _per_sequence_loss(advantage * geometric_mean, x.mask, how)
+
+
+def cispo_surrogate(
+    x: SurrogateInputs, max_weight: float | torch.Tensor, how: LossAggregation = "token-mean"
+) -> torch.Tensor:
+    """CISPO (MiniMax 2025, MiniMax-M1, arXiv 2506.13585, section 3.1), negated:
+    ``-E[sg(min(r, max_weight)) A log pi]``. The weight is clipped and detached, so every token keeps the gradient
+    ``sg(w) A grad log pi``, clipped ones included, where PPO-Clip would give them none."""
+    weight = torch.clamp(torch.exp(x.logp - x.old_logp), max=max_weight).detach()
+    return -aggregate(weight * x.advantages * x.logp, x.mask, how)
+
+
+def sapo_surrogate(
+    x: SurrogateInputs,
+    temperature_pos: float,
+    temperature_neg: float,
+    how: LossAggregation = "sequence-mean",
+) -> torch.Tensor:
+    """SAPO (soft adaptive policy optimization, arXiv 2511.20347; TRL 1.16 ``loss_type="sapo"``), negated: the soft gate
+    ``f(r) = sigmoid(tau (r - 1)) * 4 / tau`` in place of the clipped ratio, ``-E[f(r) A]``, with ``tau`` the positive
+    temperature where ``A > 0`` and the negative one elsewhere. ``f'(1) = 1``, so on-policy it is the plain policy
+    gradient; the gradient ``sigmoid'(tau (r - 1)) 4 r A`` fades smoothly as ``r`` leaves 1, faster for larger tau."""
+    ratio = torch.exp(x.logp - x.old_logp)
+    positive, negative = torch.full_like(ratio, temperature_pos), torch.full_like(ratio, temperature_neg)
+    temperature = torch.where(x.advantages > 0, positive, negative)
+    gate = torch.sigmoid(temperature * (ratio - 1.0)) * 4.0 / temperature
+    return -aggregate(gate * x.advantages, x.mask, how)
 
 
 def value_loss(

@@ -21,7 +21,7 @@ from agents.core.advantages import masked_mean, whiten
 from agents.core.batch import Minibatch
 from agents.core.config import PPOConfig
 from agents.core.distributed import all_reduce_mean_, local_shard, world_size
-from agents.core.kl import kl_k1, kl_k3
+from agents.core.kl import ReferenceKLEstimator, kl_k1, kl_k2, kl_k3
 from agents.core.losses import SurrogateInputs, aggregate, clip_fraction, entropy_bonus, value_loss
 from agents.core.objectives import Objective, uses_critic
 from agents.core.optimizer import AdamState, adam_step, clip_by_global_norm, fused_adam_step
@@ -53,7 +53,9 @@ class LossSettings:
     objective: Objective
     cfg: PPOConfig
     reference_kl_coef: float = 0.0
-    """Weight of the k3 estimate of KL(pi || pi_ref) in the loss, where the minibatch carries ``ref_logp``."""
+    """Weight of the estimate of KL(pi || pi_ref) in the loss, where the minibatch carries ``ref_logp``."""
+    reference_kl_estimator: ReferenceKLEstimator = "k3"
+    """Which estimate of KL(pi || pi_ref) the loss carries: k3 (GRPO) or k2."""
 
     @property
     def aggregation(self):
@@ -64,11 +66,12 @@ class LossSettings:
 def minibatch_loss(
     evaluation: Evaluation, mb: Minibatch, beta: torch.Tensor, settings: LossSettings
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``loss = surrogate + vf_coef * value_loss - ent_coef * entropy + reference_kl_coef * k3(pi || pi_ref)`` and
+    """``loss = surrogate + vf_coef * value_loss - ent_coef * entropy + reference_kl_coef * k(pi || pi_ref)`` and
     the first eight ``STAT_NAMES`` as one 1-D tensor.
 
     The surrogate is the objective's, aggregated as ``settings.aggregation`` says; the value loss only for
-    objectives with a critic; the reference KL (GRPO's KL in the loss; DeepSeekMath eq. 4) only where the minibatch
+    objectives with a critic; the reference KL (GRPO's KL in the loss; DeepSeekMath eq. 4), estimated by
+    ``settings.reference_kl_estimator`` (k3 or k2) and aggregated like the surrogate, only where the minibatch
     carries ``ref_logp``.
     """
     objective, cfg, how = settings.objective, settings.cfg, settings.aggregation
@@ -81,8 +84,9 @@ def minibatch_loss(
     zero = torch.zeros((), device=policy_loss.device)
     v_loss = value_loss(evaluation.value, mb.old_values, mb.returns, mb.mask, cfg.value_clip) if critic else zero
     entropy = entropy_bonus(evaluation.entropy, mb.mask)
+    estimate = kl_k2 if settings.reference_kl_estimator == "k2" else kl_k3
     reference_kl = (
-        aggregate(kl_k3(mb.ref_logp, evaluation.logp), mb.mask, how)  # k3 of KL(pi || pi_ref): log ratio ref - pi
+        aggregate(estimate(mb.ref_logp, evaluation.logp), mb.mask, how)  # KL(pi || pi_ref): log ratio ref - pi
         if mb.ref_logp is not None and settings.reference_kl_coef > 0
         else zero
     )
@@ -243,6 +247,7 @@ def make_minibatch_step(
     compile: bool,
     reference_kl_coef: float = 0.0,
     sharded: bool = False,
+    reference_kl_estimator: ReferenceKLEstimator = "k3",
 ) -> MinibatchStep:
     """Build ``step(params, adam_state, batch, index, lr, beta) -> stats``: one gradient step on the
     minibatch ``batch.select(index)`` that updates ``params`` in place; the loss is ``minibatch_loss``'s.
@@ -255,7 +260,7 @@ def make_minibatch_step(
     gradients come from ``loss.backward()`` already averaged and sharded, and each process clips with the global
     norm and applies Adam to its own shard (``params`` and the Adam state hold shards; see ``local_shard``).
     """
-    settings = LossSettings(objective, cfg, reference_kl_coef)
+    settings = LossSettings(objective, cfg, reference_kl_coef, reference_kl_estimator)
     fused_adam = functools.partial(clip_and_fused_adam, cfg, sharded)
     if sharded:  # FSDP2's backward averaged the gradients already
         backward = functools.partial(backward_gradients, policy, settings)

@@ -11,6 +11,7 @@ from typing import ClassVar, Literal
 
 from agents.core.config import ConfigError, PPOConfig, check_batch, check_positive_ints, validate_ppo
 from agents.core.distributed import world_size
+from agents.core.kl import ReferenceKLEstimator
 from agents.core.objectives import Clip, ReferenceKL, uses_critic
 from agents.runs.config import ObjectiveSubcommand, RunConfig, named_union, validate_run
 from envs.text.models import DEFAULT_MODEL
@@ -46,6 +47,8 @@ class TextEnvConfig:
     """Sequences per policy / reference / value forward over whole sequences: bounds the logits' memory."""
     ref_kl_in: ReferenceKL | None = None
     """Where the reference KL goes: reward (PPO, RLOO), loss (k3; GRPO), none (Dr. GRPO, DAPO); None = recipe."""
+    ref_kl_estimator: ReferenceKLEstimator = "k3"
+    """KL in the loss only: k3 (GRPO) or k2 = (log pi - log pi_ref)^2 / 2, gradient-equal to k1 in the reward."""
     ref_kl_coef: float | None = None
     """beta_ref: initial one in the reward (Ziegler et al.: 0.2), fixed one in the loss (GRPO: 0.04); None = these."""
     ref_kl_target: float | None = 6.0
@@ -158,6 +161,11 @@ def validate_text_config(config: TextTrainConfig) -> None:
         raise ConfigError(f"--ref-kl-coef must be >= 0, got {text.ref_kl_coef}")
     if text.ref_kl_target is not None and not text.ref_kl_target > 0:
         raise ConfigError(f"--ref-kl-target must be > 0 (or None for a fixed coefficient), got {text.ref_kl_target}")
+    if text.ref_kl_estimator != "k3" and reference_kl_placement(config) != "loss":
+        raise ConfigError(
+            f"--ref-kl-estimator {text.ref_kl_estimator} estimates the KL in the loss, but {config.objective.name} "
+            f"puts it in the {reference_kl_placement(config)}: add --ref-kl-in loss"
+        )
     if ppo.ent_coef != 0:
         raise ConfigError(
             "--ent-coef must be 0 for text runs: the language model's entropy is logged but carries no gradient"

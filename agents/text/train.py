@@ -219,7 +219,13 @@ def train_text(config: TextTrainConfig) -> Path:
         (run_dir / PROXY_REPORT_FILE).write_text(json.dumps(task.report._asdict(), indent=1) + "\n")
     loss_kl_coef = reference_kl_coef(config) if placement == "loss" else 0.0
     minibatch_step = make_minibatch_step(
-        policy, objective, ppo_cfg, run_cfg.compile, reference_kl_coef=loss_kl_coef, sharded=text.fsdp
+        policy,
+        objective,
+        ppo_cfg,
+        run_cfg.compile,
+        reference_kl_coef=loss_kl_coef,
+        sharded=text.fsdp,
+        reference_kl_estimator=text.ref_kl_estimator,
     )
     settings = TextBatchSettings.from_config(config)
     score = functools.partial(task_scores, task, state.score_normalizer)
