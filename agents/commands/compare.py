@@ -26,15 +26,23 @@ import tyro
 from agents.commands.report import write_report
 from agents.commands.train_args import TEXT_WORD, parse_train_args, validate_train_config
 from agents.core.objectives import (
+    CISPO,
     DAPO,
+    GMPO,
     GRPO,
+    GSPO,
     RLOO,
+    SAPO,
     Clip,
     DrGRPO,
+    DualClip,
     FixedKL,
+    GSPOToken,
     NoClip,
     Objective,
     Penalty,
+    ReinforcePP,
+    ReinforcePPBaseline,
     objective_label,
 )
 from agents.runs.checkpoint import LATEST
@@ -104,20 +112,30 @@ PAPER_OBJECTIVES = (
 """The eleven settings of the PPO paper's Table 1, in its order."""
 GROUP_OBJECTIVES = (GRPO(), DrGRPO(), RLOO(), DAPO())
 """The critic-free group methods after PPO, each with its recipe's defaults (G = 8)."""
-PRESETS = {p.name: p for p in map(preset, PAPER_OBJECTIVES + GROUP_OBJECTIVES)}
-PRESET_ALIASES = {cls.name: objective_label(cls()) for cls in (Clip, Penalty, FixedKL, GRPO, DrGRPO, RLOO, DAPO)}
+LOSS_OBJECTIVES = (DualClip(), GSPO(), GSPOToken(), GMPO(), CISPO(), SAPO(), ReinforcePP(), ReinforcePPBaseline())
+"""Round 3's policy losses (issue 28), each with its defaults."""
+PRESETS = {p.name: p for p in map(preset, PAPER_OBJECTIVES + GROUP_OBJECTIVES + LOSS_OBJECTIVES)}
+PRESET_ALIASES = {
+    cls.name: objective_label(cls())
+    for cls in (Clip, Penalty, FixedKL, GRPO, DrGRPO, RLOO, DAPO) + tuple(type(o) for o in LOSS_OBJECTIVES)
+}
 """Short names for each objective's default (``penalty`` -> ``penalty-0.01``, ``grpo`` -> ``grpo-8``)."""
 PRESET_GROUPS = {
     "paper": tuple(preset(o).name for o in PAPER_OBJECTIVES),
     "group": tuple(preset(o).name for o in GROUP_OBJECTIVES),
+    "losses": tuple(preset(o).name for o in LOSS_OBJECTIVES),
 }
-"""Names that stand for several presets: the PPO paper's eleven, and the four group methods."""
+"""Names that stand for several presets: the PPO paper's eleven, the four group methods and round 3's losses."""
 
 
 def known_presets() -> str:
     """The preset names, aliases and groups, for error messages."""
     aliases = ", ".join(f"{alias} ({name})" for alias, name in PRESET_ALIASES.items())
-    return f"{', '.join(PRESETS)}; aliases {aliases}; paper (the PPO paper's eleven), group (grpo, dr-grpo, rloo, dapo)"
+    losses = ", ".join(o.name for o in LOSS_OBJECTIVES)
+    return (
+        f"{', '.join(PRESETS)}; aliases {aliases}; paper (the PPO paper's eleven), group (grpo, dr-grpo, rloo, dapo), "
+        f"losses ({losses})"
+    )
 
 
 @dataclass(frozen=True)

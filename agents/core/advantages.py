@@ -1,4 +1,4 @@
-"""Generalised advantage estimation and advantage whitening: pure functions over time-major tensors."""
+"""Generalised advantage estimation, REINFORCE++'s discounted returns and advantage whitening: pure functions."""
 
 from __future__ import annotations
 
@@ -79,3 +79,31 @@ def whiten(
     mean = sum_over_processes((x * mask_f).sum()) / count.clamp(min=1.0)
     variance = sum_over_processes((((x - mean) * mask_f) ** 2).sum()) / (count - 1.0).clamp(min=1.0)
     return (x - mean) / (variance.sqrt() + eps) * mask_f
+
+
+def discounted_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float) -> torch.Tensor:
+    """Per-token returns ``G_t = r_t + gamma G_{t+1}`` along each row of ``(B, T)`` ``rewards`` whose valid entries
+    (``mask``) are a prefix; padding gets 0 and ends each row's sum."""
+    mask_f = mask.to(rewards.dtype)
+    returns = torch.zeros_like(rewards)
+    following = torch.zeros_like(rewards[:, 0])
+    for t in range(rewards.shape[1] - 1, -1, -1):
+        following = (rewards[:, t] + gamma * following) * mask_f[:, t]
+        returns[:, t] = following
+    return returns
+
+
+def reinforce_pp_advantages(
+    rewards: torch.Tensor,
+    mask: torch.Tensor,
+    gamma: float,
+    sum_over_processes: Callable[[torch.Tensor], torch.Tensor] = lambda total: total,
+) -> torch.Tensor:
+    """REINFORCE++ (Hu et al. 2025, arXiv 2501.03262): no critic; the advantage of token t is its discounted return
+    ``G_t = sum_{s >= t} gamma^(s-t) r_s`` (per-token rewards, the k1 reference KL among them), whitened over the
+    global batch: ``(G - mean) / (std + 1e-8)`` over every valid token of every process (``sum_over_processes``).
+    The baseline variant centres each group's outcome rewards before the returns are taken (the caller's part).
+
+    Shapes: ``rewards``, ``mask`` ``(B, T)``, valid entries a prefix of each row; returns ``(B, T)``, padding 0.
+    """
+    return whiten(discounted_returns(rewards, mask, gamma), mask, sum_over_processes=sum_over_processes)

@@ -9,9 +9,12 @@ presets and ``ppo report`` labels all read it, so adding an objective means addi
 entry in ``OBJECTIVES``. What an objective asks of the rollout (groups, dynamic sampling, an overlong penalty)
 it says through one method, ``sampling_plan``, which the loops read; no loop names an objective's own knobs.
 
-The PPO paper's four (clip, penalty, fixed-kl, no-clip) learn a critic and use GAE. The four after it (grpo,
-dr-grpo, rloo, dapo) drop the critic: each sample's advantage is its outcome reward against the others of its
-group (G samples from one prompt, or G episodes from one initial state), then PPO-Clip's surrogate.
+The PPO paper's four (clip, penalty, fixed-kl, no-clip) learn a critic and use GAE; dual-clip adds a lower bound
+for negative advantages. The four after it (grpo, dr-grpo, rloo, dapo) drop the critic: each sample's advantage
+is its outcome reward against the others of its group (G samples from one prompt, or G episodes from one initial
+state), then PPO-Clip's surrogate. Round 3 adds the policy losses that replace that surrogate on group
+advantages (gspo, gspo-token, gmpo: sequence-level ratios; cispo: a clipped, detached weight; sapo: a soft gate)
+and REINFORCE++ (reinforce++, reinforce++-baseline: per-token discounted returns whitened over the batch).
 """
 
 from __future__ import annotations
@@ -27,15 +30,23 @@ from agents.core.kl import AdaptivePenalty, FixedPenalty, KLController
 from agents.core.losses import (
     LossAggregation,
     SurrogateInputs,
+    cispo_surrogate,
     clip_surrogate,
+    dual_clip_surrogate,
+    gmpo_surrogate,
+    gspo_surrogate,
+    gspo_token_surrogate,
     kl_penalty_surrogate,
+    sapo_surrogate,
     unclipped_surrogate,
 )
 
 DIAGNOSTIC_CLIP = 0.2  # the paper's epsilon; objectives without clipping count their logged clip fraction against it
 
-AdvantageEstimator = Literal["gae", "grpo", "dr-grpo", "rloo"]
-"""``gae``: a learned critic and GAE; the others: group-relative (``agents/core/group_advantages.py``), no critic."""
+AdvantageEstimator = Literal["gae", "grpo", "dr-grpo", "rloo", "reinforce++", "reinforce++-baseline"]
+"""``gae``: a learned critic and GAE; ``grpo``, ``dr-grpo``, ``rloo``: group-relative
+(``agents/core/group_advantages.py``); ``reinforce++`` (``-baseline``): per-token discounted returns, whitened over
+the batch (the baseline variant centres each group's outcomes first). Only ``gae`` learns a critic."""
 ReferenceKL = Literal["reward", "loss", "none"]
 """Where the KL to a reference model goes (text): a per-token penalty in the reward (PPO-RLHF), the k3 estimate in
 the loss with coefficient beta (GRPO), or nowhere (Dr. GRPO, DAPO)."""
@@ -68,6 +79,9 @@ class Objective(ABC):
     advantage_estimator: ClassVar[AdvantageEstimator] = "gae"
     recipe_aggregation: ClassVar[LossAggregation] = "token-mean"
     recipe_reference_kl: ClassVar[ReferenceKL] = "reward"
+    sequence_level: ClassVar[bool] = False
+    """Whether the surrogate reads whole sequences (a ratio per sequence): text only, since walker minibatches are
+    shuffled transitions."""
 
     @abstractmethod
     def surrogate(self, inputs: SurrogateInputs, beta: torch.Tensor, how: LossAggregation) -> torch.Tensor:
@@ -121,6 +135,27 @@ class Clip(Objective):
 
     def validate(self) -> None:
         check_clip_range(self)
+
+
+@dataclass(frozen=True)
+class DualClip(Clip):
+    """Dual-clip PPO (Ye et al. 2020, arXiv 1912.09729): PPO-Clip, and for A < 0 the objective bounded below by
+    ``c A``: ``max(min(r A, clip(r) A), c A)``, so a bad action whose ratio grew far past 1 stops pulling."""
+
+    name: ClassVar[str] = "dual-clip"
+    label_field: ClassVar[str | None] = "dual_clip"
+
+    dual_clip: float = 3.0
+    """c > 1: the lower bound c A on the objective of negative advantages (Ye et al. 2020: 3)."""
+
+    def surrogate(self, inputs: SurrogateInputs, beta: torch.Tensor, how: LossAggregation) -> torch.Tensor:
+        del beta
+        return dual_clip_surrogate(inputs, self.clip_coef, self.clip_coef_high, self.dual_clip, how)
+
+    def validate(self) -> None:
+        super().validate()
+        if not self.dual_clip > 1:
+            raise ConfigError(f"--dual-clip must be > 1 (Ye et al. 2020 use 3), got {self.dual_clip}")
 
 
 @dataclass(frozen=True)
@@ -198,15 +233,30 @@ class NoClip(Objective):
 
 
 @dataclass(frozen=True)
-class GroupObjective(Objective):
-    """What the critic-free group methods share (as TorchRL's ``ClipPPOLoss(PPOLoss)``): no critic, each sample's
-    advantage its outcome reward against the rest of its group of G, then PPO-Clip's surrogate with the objective's
-    own clip range."""
+class GroupSampled(Objective):
+    """What every critic-free objective shares: groups of G samples (G completions of one prompt, G episodes from
+    one initial state) and GRPO's advantages unless it says otherwise; its surrogate is its own."""
 
     label_field: ClassVar[str | None] = "group_size"
+    advantage_estimator: ClassVar[AdvantageEstimator] = "grpo"
 
     group_size: int = 8
     """G: completions per prompt (text) or episodes per initial state (walkers) that share a baseline."""
+
+    def sampling_plan(self) -> SamplingPlan:
+        return SamplingPlan(group_size=self.group_size)
+
+    def validate(self) -> None:
+        if self.group_size < 2:
+            raise ConfigError(f"--group-size must be at least 2 (a group compares its samples), got {self.group_size}")
+
+
+@dataclass(frozen=True)
+class GroupObjective(GroupSampled):
+    """The critic-free group methods with a clip range (as TorchRL's ``ClipPPOLoss(PPOLoss)``): each sample's
+    advantage its outcome reward against the rest of its group of G, then PPO-Clip's surrogate with the objective's
+    own clip range."""
+
     clip_coef: float = 0.2
     """Clipping range epsilon of the surrogate (DeepSeekMath: 0.2)."""
     clip_coef_high: float | None = None
@@ -220,12 +270,8 @@ class GroupObjective(Objective):
     def diagnostic_clip_coef(self) -> float:
         return self.clip_coef
 
-    def sampling_plan(self) -> SamplingPlan:
-        return SamplingPlan(group_size=self.group_size)
-
     def validate(self) -> None:
-        if self.group_size < 2:
-            raise ConfigError(f"--group-size must be at least 2 (a group compares its samples), got {self.group_size}")
+        super().validate()
         check_clip_range(self)
 
 
@@ -287,11 +333,151 @@ class DAPO(GroupObjective):
         check_non_negative({"--overlong-cache": self.overlong_cache})
 
 
+@dataclass(frozen=True)
+class GSPO(GroupObjective):
+    """GSPO (Zheng et al. 2025, arXiv 2507.18071): GRPO's advantages, one importance ratio per sequence,
+    ``s_i = exp((1/|y_i|) sum_t log r_i,t)``, clipped to [1 - 3e-4, 1 + 4e-4] in PPO-Clip's ``min``; each sequence
+    weighs the same; no reference KL. Text only (a ratio per sequence)."""
+
+    name: ClassVar[str] = "gspo"
+    recipe_aggregation: ClassVar[LossAggregation] = "sequence-mean"  # GSPO section 4.1: 1/G sum_i, a term per sequence
+    recipe_reference_kl: ClassVar[ReferenceKL] = "none"  # GSPO trains without a KL term (TRL's GSPO recipe: beta 0)
+    sequence_level: ClassVar[bool] = True
+
+    clip_coef: float = 3e-4
+    """eps_low of the sequence ratio (GSPO paper v2, section 5.1: 3e-4)."""
+    clip_coef_high: float | None = 4e-4
+    """eps_high of the sequence ratio (GSPO paper v2, section 5.1: 4e-4); None = clip_coef."""
+
+    def surrogate(self, inputs: SurrogateInputs, beta: torch.Tensor, how: LossAggregation) -> torch.Tensor:
+        del beta
+        return gspo_surrogate(inputs, self.clip_coef, self.clip_coef_high, how)
+
+    @property
+    def diagnostic_clip_coef(self) -> float:
+        return DIAGNOSTIC_CLIP  # the logged clip fraction counts token ratios; GSPO's range bounds sequence ratios
+
+
+@dataclass(frozen=True)
+class GSPOToken(GSPO):
+    """GSPO-token (Zheng et al. 2025, section 4.3): GSPO's clipped sequence ratio as the value of every token's
+    ratio, ``s_i,t = sg[s_i] pi(y_t) / sg[pi(y_t)]``, so per-token advantages can differ; with one advantage per
+    sequence (every group objective here) it equals GSPO in value and gradient."""
+
+    name: ClassVar[str] = "gspo-token"
+
+    def surrogate(self, inputs: SurrogateInputs, beta: torch.Tensor, how: LossAggregation) -> torch.Tensor:
+        del beta
+        return gspo_token_surrogate(inputs, self.clip_coef, self.clip_coef_high, how)
+
+
+@dataclass(frozen=True)
+class GMPO(GroupObjective):
+    """GMPO (Zhao et al. 2025, arXiv 2507.20673): GRPO's advantages times the geometric mean of the token ratios,
+    each clipped pessimistically in log space to [-0.4, 0.4] (ratios in [e^-0.4, e^0.4]); no reference KL. Text
+    only (a ratio per sequence)."""
+
+    name: ClassVar[str] = "gmpo"
+    recipe_aggregation: ClassVar[LossAggregation] = "sequence-mean"  # GMPO: 1/G sum_i A_i (prod_t r_i,t)^(1/|o_i|)
+    recipe_reference_kl: ClassVar[ReferenceKL] = "none"  # callsys/GMPO scripts/qwen2.5-math-7b-gmpo.sh: --beta 0
+    sequence_level: ClassVar[bool] = True
+
+    clip_coef: float = 0.4
+    """eps_low in log space: log-ratios below -eps_low are clipped (callsys/GMPO's --cliprange 0.4)."""
+    clip_coef_high: float | None = None
+    """eps_high in log space; None = clip_coef, symmetric (GMPO: e^0.4)."""
+
+    def surrogate(self, inputs: SurrogateInputs, beta: torch.Tensor, how: LossAggregation) -> torch.Tensor:
+        del beta
+        return gmpo_surrogate(inputs, self.clip_coef, self.clip_coef_high, how)
+
+    @property
+    def diagnostic_clip_coef(self) -> float:
+        return DIAGNOSTIC_CLIP  # the logged fraction counts ratios off [0.8, 1.2]; GMPO's range is in log space
+
+
+@dataclass(frozen=True)
+class CISPO(GroupSampled):
+    """CISPO (MiniMax 2025, MiniMax-M1, arXiv 2506.13585): GRPO's advantages in ``-sg(min(r, max_weight)) A log pi``:
+    the importance weight is clipped and detached, so no token loses its gradient; token-mean loss, no reference KL
+    (MiniMax-M1 builds on DAPO's recipe)."""
+
+    name: ClassVar[str] = "cispo"
+    recipe_aggregation: ClassVar[LossAggregation] = "token-mean"  # MiniMax-M1 section 3.1: 1 / sum_i |o_i|, all tokens
+    recipe_reference_kl: ClassVar[ReferenceKL] = "none"  # MiniMax-M1 follows DAPO: no KL term
+
+    max_weight: float = 5.0
+    """Upper bound of the detached weight, sg(min(r, max_weight)); no lower bound, as MiniMax-M1 (5: ScaleRL, arXiv
+    2510.13786, TRL's recommended epsilon_high for cispo)."""
+
+    def surrogate(self, inputs: SurrogateInputs, beta: torch.Tensor, how: LossAggregation) -> torch.Tensor:
+        del beta
+        return cispo_surrogate(inputs, self.max_weight, how)
+
+    def validate(self) -> None:
+        super().validate()
+        if not self.max_weight > 1:
+            raise ConfigError(f"--max-weight must be > 1 (an on-policy ratio of 1 must pass), got {self.max_weight}")
+
+
+@dataclass(frozen=True)
+class SAPO(GroupSampled):
+    """SAPO (soft adaptive policy optimization, arXiv 2511.20347; TRL 1.16 ``loss_type="sapo"``): GRPO's advantages
+    with the soft gate ``sigmoid(tau (r - 1)) 4 / tau`` in place of the clipped ratio, tau_pos for A > 0 and tau_neg
+    otherwise; sequence-mean loss, no reference KL (TRL's default beta 0)."""
+
+    name: ClassVar[str] = "sapo"
+    recipe_aggregation: ClassVar[LossAggregation] = "sequence-mean"  # TRL aggregates sapo as grpo: per sequence
+    recipe_reference_kl: ClassVar[ReferenceKL] = "none"  # TRL GRPOConfig: beta 0.0 by default
+
+    temperature_pos: float = 1.0
+    """tau_pos: temperature of the gate where A > 0 (TRL sapo_temperature_pos: 1.0)."""
+    temperature_neg: float = 1.05
+    """tau_neg: temperature where A <= 0, larger so negative updates fade sooner (TRL sapo_temperature_neg: 1.05)."""
+
+    def surrogate(self, inputs: SurrogateInputs, beta: torch.Tensor, how: LossAggregation) -> torch.Tensor:
+        del beta
+        return sapo_surrogate(inputs, self.temperature_pos, self.temperature_neg, how)
+
+    def validate(self) -> None:
+        super().validate()
+        check_positive({"--temperature-pos": self.temperature_pos, "--temperature-neg": self.temperature_neg})
+
+
+REINFORCE_PP_ESTIMATORS = ("reinforce++", "reinforce++-baseline")
+"""The advantage estimators of REINFORCE++: per-token discounted returns whitened over the batch."""
+
+
+@dataclass(frozen=True)
+class ReinforcePP(GroupObjective):
+    """REINFORCE++ (Hu et al. 2025, arXiv 2501.03262): no critic; each token's advantage is its discounted return
+    of per-token rewards (the outcome on the last token, the k1 reference KL on every token), whitened over the
+    global batch; PPO-Clip's surrogate, token-mean. It samples groups of G like the group methods, for equal
+    sampling in comparisons, but its advantage reads no group."""
+
+    name: ClassVar[str] = "reinforce++"
+    advantage_estimator: ClassVar[AdvantageEstimator] = "reinforce++"
+    recipe_aggregation: ClassVar[LossAggregation] = "token-mean"  # REINFORCE++ (OpenRLHF): token-level PPO loss
+    recipe_reference_kl: ClassVar[ReferenceKL] = "reward"  # REINFORCE++ section 3: the k1 KL in each token's reward
+
+
+@dataclass(frozen=True)
+class ReinforcePPBaseline(ReinforcePP):
+    """REINFORCE++-baseline (Hu et al. 2025): REINFORCE++ with each group's mean outcome reward subtracted before
+    the returns are taken (walkers: each step's reward less the group's mean reward at that step), then whitened
+    over the global batch."""
+
+    name: ClassVar[str] = "reinforce++-baseline"
+    advantage_estimator: ClassVar[AdvantageEstimator] = "reinforce++-baseline"
+
+
 OBJECTIVES: dict[str, type[Objective]] = {
-    cls.name: cls for cls in (Clip, Penalty, FixedKL, NoClip, GRPO, DrGRPO, RLOO, DAPO)
+    cls.name: cls
+    for cls in (Clip, Penalty, FixedKL, NoClip, DualClip, GRPO, DrGRPO, RLOO, DAPO)
+    + (GSPO, GSPOToken, GMPO, CISPO, SAPO, ReinforcePP, ReinforcePPBaseline)
 }
-"""The one registry: objective name -> config class; the PPO paper's four in its Table 1 order, then the four
-critic-free group methods."""
+"""The one registry: objective name -> config class; the PPO paper's four in its Table 1 order and dual-clip, then
+the critic-free methods: the four group methods of round 2, then round 3's policy losses and REINFORCE++."""
 
 
 def uses_critic(objective: Objective) -> bool:

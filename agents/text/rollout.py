@@ -11,18 +11,19 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from agents.core.advantages import compute_gae, whiten
+from agents.core.advantages import compute_gae, reinforce_pp_advantages, whiten
 from agents.core.batch import Minibatch
 from agents.core.distributed import all_reduce_sum
 from agents.core.group_advantages import (
     GROUP_ESTIMATORS,
     SampledGroups,
+    dr_grpo_advantages,
     fill_batch,
     per_token,
     soft_overlong_penalty,
     zero_variance_groups,
 )
-from agents.core.objectives import AdvantageEstimator, ReferenceKL, SamplingPlan
+from agents.core.objectives import REINFORCE_PP_ESTIMATORS, AdvantageEstimator, ReferenceKL, SamplingPlan
 from agents.text.actor_critic import LMActorCritic, ReferencePolicy, sample_responses
 from agents.text.config import TextEnvConfig, TextTrainConfig, reference_kl_placement
 from envs.text.tokens import decode_completion, encode_prompt, pad_token_id
@@ -249,6 +250,8 @@ def build_text_batch(
     Group-relative: each completion's outcome reward ``score - ref_kl_coef * sum_t (log pi - log pi_ref)`` (KL in
     the reward) or ``score`` (KL in the loss, or nowhere) goes through the estimator over its group of
     ``group_size`` consecutive completions, and every token of the completion gets that advantage.
+    REINFORCE++: PPO's per-token rewards (the baseline variant's score less its group's mean) without a critic, each
+    token's advantage its discounted return, whitened over every process's batch.
     """
     device = samples.scores.device
     prompt_ids, prompt_mask = left_pad(samples.prompt_ids, pad_token_id(tokenizer), device)
@@ -299,6 +302,13 @@ def build_text_batch(
         advantages, returns = advantages.T.contiguous(), returns.T.contiguous()
         if settings.whiten_advantages:
             advantages = whiten(advantages, mask, sum_over_processes=all_reduce_sum)  # over every process's batch
+    elif settings.advantage_estimator in REINFORCE_PP_ESTIMATORS:
+        baseline = settings.advantage_estimator == "reinforce++-baseline"
+        outcome = dr_grpo_advantages(scores, settings.group_size) if baseline else scores  # score - group mean
+        rewards = shaped_rewards(kl, outcome, mask, in_reward)
+        advantages = reinforce_pp_advantages(rewards, mask, settings.gamma, sum_over_processes=all_reduce_sum)
+        returns = torch.zeros_like(mask)
+        zero_variance = int(zero_variance_groups(scores, settings.group_size).sum())
     else:
         outcome = scores - in_reward * kl.sum(-1)  # the sequence-level KL penalty of RLOO (Ahmadian et al. 2024)
         estimator = GROUP_ESTIMATORS[settings.advantage_estimator]

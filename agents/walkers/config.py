@@ -64,6 +64,11 @@ def validate_config(config: TrainConfig) -> None:
     env, ppo = config.env, config.ppo
     validate_ppo(ppo)
     config.objective.validate()
+    if config.objective.sequence_level:
+        raise ConfigError(
+            f"{config.objective.name} takes one ratio per sequence and walker minibatches are shuffled transitions: "
+            "train it with ppo train text, or use cispo, sapo or grpo on walkers"
+        )
     if not uses_critic(config.objective) and env.num_envs != 1:
         raise ConfigError(
             f"{config.objective.name} steps --group-size environments side by side (one group of episodes); "

@@ -12,12 +12,12 @@ import numpy as np
 import torch
 from gymnasium.vector import SyncVectorEnv
 
-from agents.core.advantages import compute_gae
+from agents.core.advantages import compute_gae, discounted_returns, whiten
 from agents.core.batch import Minibatch, flatten_time_major
-from agents.core.distributed import merge_moments
+from agents.core.distributed import all_reduce_sum, merge_moments
 from agents.core.group_advantages import GROUP_ESTIMATORS, SampledGroups, fill_batch, zero_variance_groups
 from agents.core.moments import combine_moments
-from agents.core.objectives import SamplingPlan
+from agents.core.objectives import REINFORCE_PP_ESTIMATORS, SamplingPlan
 from agents.walkers.gaussian import GaussianActorCritic
 
 REWARD_CLIP = 10.0  # clip scaled rewards to +-10 (Huang et al. 2022, continuous detail 9; CleanRL's TransformReward)
@@ -249,6 +249,8 @@ class EpisodeGroup(NamedTuple):
     """Per episode, the (unclipped) action of each step."""
     returns: np.ndarray
     """``(G,)`` undiscounted returns."""
+    rewards: list[list[float]] | None = None
+    """Per episode, the reward of each step (REINFORCE++ reads them); None for scripted groups."""
 
     @property
     def lengths(self) -> list[int]:
@@ -264,6 +266,7 @@ def play_group(envs: SyncVectorEnv, actor, action_rng: np.random.Generator) -> E
     obs, _ = envs.reset(seed=[int(action_rng.integers(2**31 - 1))] * group_size)
     active = np.ones(group_size, dtype=bool)
     episode_obs, episode_actions = [[] for _ in range(group_size)], [[] for _ in range(group_size)]
+    episode_rewards: list[list[float]] = [[] for _ in range(group_size)]
     returns = np.zeros(group_size)
     obs = obs.astype(np.float32)
     while active.any():
@@ -274,9 +277,24 @@ def play_group(envs: SyncVectorEnv, actor, action_rng: np.random.Generator) -> E
             episode_actions[index].append(sampled[index])
             next_obs, reward, terminated, truncated, _ = envs.envs[index].step(clipped[index])
             returns[index] += reward
+            episode_rewards[index].append(float(reward))
             obs[index] = next_obs
             active[index] = not (terminated or truncated)
-    return EpisodeGroup(episode_obs, episode_actions, returns)
+    return EpisodeGroup(episode_obs, episode_actions, returns, episode_rewards)
+
+
+def reinforce_pp_steps(gamma: float, estimator: str, group: EpisodeGroup) -> torch.Tensor:
+    """``(G, T_max)`` discounted returns of each step of the group's episodes (REINFORCE++, before whitening), from
+    their per-step rewards; ``reinforce++-baseline`` first subtracts the group's mean reward at each step, an
+    episode already over counting 0. Steps past an episode's end are 0."""
+    if group.rewards is None:
+        raise ValueError("REINFORCE++ reads each step's reward: the group was played without recording them")
+    width = max(len(r) for r in group.rewards)
+    rewards = torch.tensor([r + [0.0] * (width - len(r)) for r in group.rewards], dtype=torch.float64)
+    mask = torch.tensor([[1.0] * len(r) + [0.0] * (width - len(r)) for r in group.rewards], dtype=torch.float64)
+    if estimator == "reinforce++-baseline":
+        rewards = (rewards - rewards.mean(0, keepdim=True)) * mask
+    return discounted_returns(rewards, mask, gamma).to(torch.float32)
 
 
 def collect_mujoco_groups(
@@ -287,6 +305,7 @@ def collect_mujoco_groups(
     action_rng: np.random.Generator,
     plan: SamplingPlan = KEEP_EVERY_GROUP,
     play: Callable[[], EpisodeGroup] | None = None,
+    gamma: float = 1.0,
 ) -> Rollout:
     """Whole groups of episodes (``play_group``), until the batch holds at least ``min_steps`` transitions.
 
@@ -299,6 +318,10 @@ def collect_mujoco_groups(
     returns are all equal are dropped and another round runs, at most ``plan.max_sampling_rounds``, after which
     dropped groups fill the batch (the group size is the number of environments, whatever ``plan`` says). ``play``
     replaces ``play_group`` (tests script the returns with it).
+
+    REINFORCE++ (``REINFORCE_PP_ESTIMATORS``) reads the steps' own rewards instead: each step's advantage is its
+    discounted return (``gamma``) within its episode, the baseline variant's rewards first less the group's mean
+    reward at that step (0 for episodes already over), whitened over every process's batch (``reinforce_pp_steps``).
     """
     device = policy.actor_log_std.device
     group_size = envs.num_envs
@@ -317,18 +340,25 @@ def collect_mujoco_groups(
         return SampledGroups(rewards, [sum(group.lengths) for group in played])
 
     filled = fill_batch(sample_round, min_steps, group_size, plan.max_sampling_rounds, plan.drop_zero_variance)
-    estimate = GROUP_ESTIMATORS[estimator]
+    reinforce_pp = estimator in REINFORCE_PP_ESTIMATORS
     observations, actions, advantages = [], [], []
     zero_variance = 0
     for round_index, group_index in filled.kept + filled.fillers:
         group = rounds[round_index][group_index]
         outcome = torch.as_tensor(group.returns, dtype=torch.float32)
         zero_variance += int(zero_variance_groups(outcome, group_size).all())
-        group_advantages = estimate(outcome, group_size)
-        for index, length in enumerate(group.lengths):
+        if reinforce_pp:
+            steps = reinforce_pp_steps(gamma, estimator, group)
+            advantages.extend(steps[index, :length] for index, length in enumerate(group.lengths))
+        else:
+            group_advantages = GROUP_ESTIMATORS[estimator](outcome, group_size)
+            advantages.extend(group_advantages[index].expand(length) for index, length in enumerate(group.lengths))
+        for index in range(group_size):
             observations.extend(group.observations[index])
             actions.extend(group.actions[index])
-            advantages.append(group_advantages[index].expand(length))
+    flat_advantages = torch.cat(advantages)
+    if reinforce_pp:  # REINFORCE++ whitens over every process's steps
+        flat_advantages = whiten(flat_advantages, torch.ones_like(flat_advantages), sum_over_processes=all_reduce_sum)
     flat_obs = torch.from_numpy(np.stack(observations)).to(device)
     flat_actions = torch.from_numpy(np.stack(actions)).to(device)
     record = policy.rollout_record(flat_obs, flat_actions)
@@ -341,7 +371,7 @@ def collect_mujoco_groups(
             "old_log_std": record["old_log_std"],
         },
         old_logp=record["old_logp"],
-        advantages=torch.cat(advantages).to(device),
+        advantages=flat_advantages.to(device),
         returns=zeros,
         old_values=zeros,
         mask=torch.ones(len(observations), device=device),

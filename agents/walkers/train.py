@@ -190,7 +190,13 @@ def train(config: TrainConfig) -> Path:
 
             if groups:
                 rollout = collect_mujoco_groups(
-                    envs, policy, env_cfg.num_steps, objective.advantage_estimator, state.action_rng, plan
+                    envs,
+                    policy,
+                    env_cfg.num_steps,
+                    objective.advantage_estimator,
+                    state.action_rng,
+                    plan,
+                    gamma=ppo_cfg.gamma,
                 )
                 steps = int(all_reduce_sum(torch.tensor(rollout.steps)))  # stepped by every process
                 batch = equal_shares(rollout.batch, state.minibatch_generator).of_any_size()
