@@ -21,6 +21,7 @@ too), so both are sampled by one routine on the same 40 held-out questions, ``--
 
     python -m benchmarks.peers.grpo_vs_trl --trl-python /work/trl-venv/bin/python --iterations 3
     python -m benchmarks.peers.grpo_vs_trl --trl-python /work/trl-venv/bin/python --token-budget 5000 --seeds 1 2
+    python -m benchmarks.peers.grpo_vs_trl --trl-python ... --token-budget 5000 --seeds 1 2 --ours-options "--adam-eps 1e-8" --label -eps8
 """
 
 from __future__ import annotations
@@ -28,15 +29,19 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import subprocess
+import time
 from pathlib import Path
 
+from agents.runs.logger import METRICS_FILE
 from benchmarks.harness import (
     ROOT,
     child_result,
     iteration_times,
     machine_header,
     module_command,
+    ppo_command,
     ppo_eval_once,
     read_metrics,
     train_text_run,
@@ -68,11 +73,29 @@ def prompts_file(runs_dir: Path) -> Path:
     return path
 
 
+def run_iterations(runs_dir: Path, name: str, arguments: list[str], iterations: int) -> None:
+    """Run ``ppo train text`` (a fresh run ``name``) until its metrics hold ``iterations`` iterations, then stop it:
+    its token budget is only an upper bound, since short answers would make it run more iterations than are timed."""
+    subprocess.run(["rm", "-rf", str(runs_dir / name)], check=True)
+    metrics = runs_dir / name / METRICS_FILE
+    command = ppo_command("train", "text", "--runs-dir", str(runs_dir), "--run-name", name, "--no-progress", *arguments)
+    with open(runs_dir / f"{name}.log", "w") as log:
+        child = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        while child.poll() is None:
+            if metrics.exists() and len(metrics.read_text().splitlines()) >= iterations:
+                child.terminate()
+                child.wait()
+                return
+            time.sleep(1.0)
+    if child.returncode != 0:
+        raise subprocess.CalledProcessError(child.returncode, command)
+
+
 def ours_speed(runs_dir: Path, new_tokens: int, beta: float, threads: int, iterations: int) -> dict:
     name = f"speed-ours-t{new_tokens}-b{beta}-th{threads}"
     budget = iterations * 64 * new_tokens  # at most this many tokens per iteration: at least `iterations` of them
-    subprocess.run(["rm", "-rf", str(runs_dir / name)], check=True)
-    train_text_run(runs_dir, name, our_options(new_tokens, beta, threads, budget, 1, "--no-keep-checkpoint"))
+    options = our_options(new_tokens, beta, threads, budget, 1, "--no-keep-checkpoint")
+    run_iterations(runs_dir, name, options, iterations)
     records = read_metrics(runs_dir / name)[:iterations]
     later = records[1:]
     times = iteration_times(records)
@@ -150,9 +173,10 @@ def learning_table(args: argparse.Namespace, prompts: Path) -> None:
     print(f"| side | seed | held-out accuracy ({args.eval_samples} samples x 40 questions) | after tokens |")
     print("|---|---:|---:|---:|")
     new_tokens, beta, threads = args.new_tokens[0], args.betas[0], args.threads[0]
+    extra = shlex.split(args.ours_options)
     for seed in args.seeds:
-        name = f"learn-ours-s{seed}"
-        train_text_run(args.runs_dir, name, our_options(new_tokens, beta, threads, args.token_budget, seed))
+        name = f"learn-ours{args.label}-s{seed}"
+        train_text_run(args.runs_dir, name, our_options(new_tokens, beta, threads, args.token_budget, seed, *extra))
         run = args.runs_dir / name
         ours = evaluate_policy(args.runs_dir, run, run / "policy", name, args.eval_samples)
         trl_dir = args.runs_dir / f"learn-trl-s{seed}"
@@ -165,7 +189,7 @@ def learning_table(args: argparse.Namespace, prompts: Path) -> None:
                 )
             )  # fmt: skip
         trl = evaluate_policy(args.runs_dir, args.runs_dir / name, trl_dir, f"trl-s{seed}", args.eval_samples)
-        for side, accuracies in (("ours", ours), ("TRL", trl)):
+        for side, accuracies in ((f"ours {args.ours_options}".strip(), ours), ("TRL", trl)):
             print(f"| {side} | {seed} | {sum(accuracies) / len(accuracies):.3f} | {args.token_budget} |")
 
 
@@ -180,6 +204,13 @@ def main() -> None:
     parser.add_argument("--token-budget", type=int, default=None, help="learning: generated tokens per run")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--eval-samples", type=int, default=4, help="learning: samples of each held-out question")
+    parser.add_argument(
+        "--ours-options",
+        default="",
+        help="learning: more `ppo train text` options for our side, "
+        'one change at a time (e.g. "--adam-eps 1e-8"); TRL runs once per seed whatever they are',
+    )
+    parser.add_argument("--label", default="", help="learning: a suffix naming our runs of these --ours-options")
     args = parser.parse_args()
     args.runs_dir.mkdir(parents=True, exist_ok=True)
     print(machine_header())
