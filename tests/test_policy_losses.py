@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from agents.commands.compare import LOSS_OBJECTIVES, PRESET_GROUPS, PRESETS, cell_config, expand_grid
 from agents.core.advantages import discounted_returns, reinforce_pp_advantages
 from agents.core.batch import Minibatch
 from agents.core.config import ConfigError
@@ -30,15 +31,19 @@ from agents.core.objectives import (
     GMPO,
     GRPO,
     GSPO,
+    OBJECTIVES,
     SAPO,
     DualClip,
     GSPOToken,
     ReinforcePP,
     ReinforcePPBaseline,
+    objective_label,
     uses_critic,
 )
 from agents.core.policy import Evaluation
+from agents.runs.config import config_to_dict
 from agents.runs.logger import METRICS_FILE, read_jsonl
+from agents.runs.reader import objective_of
 from agents.text.actor_critic import sample_responses, token_log_probs_and_entropy
 from agents.text.config import TEXT_PPO_DEFAULTS, validate_text_config
 from agents.text.train import train_text
@@ -47,6 +52,7 @@ from agents.walkers.rollout import EpisodeGroup, reinforce_pp_steps
 from agents.walkers.train import train
 from envs.text.models import build_tiny_model
 from tests.conftest import tiny_config
+from tests.test_compare import tiny_grid
 from tests.test_train_text import custom_task, tiny_text_config  # noqa: F401 - custom_task is a fixture
 
 OLD_LOGP = -1.0
@@ -317,3 +323,19 @@ def test_every_new_objective_defined_on_walkers_trains_inverted_pendulum(tmp_pat
 def test_sequence_level_objectives_are_refused_on_walkers_in_one_line(tmp_path, objective):
     with pytest.raises(ConfigError, match=f"{objective.name} takes one ratio per sequence .* use cispo, sapo or grpo"):
         validate_config(tiny_config(tmp_path, "s", objective=objective, env_id="InvertedPendulum-v5"))
+
+
+def test_round_3_presets_follow_the_group_methods_and_make_cells_where_their_loss_is_defined(tmp_path):
+    assert list(PRESETS)[15:] == [objective_label(o) for o in LOSS_OBJECTIVES] == list(PRESET_GROUPS["losses"])
+    for objective in LOSS_OBJECTIVES:
+        name = objective_label(objective)
+        text = tiny_grid(tmp_path, envs=("text:arithmetic",), objectives=(name,), model="tiny", prompts_per_iteration=8)
+        parsed = cell_config(expand_grid(text)[0], text, tmp_path / "runs" / "grid")
+        assert parsed.objective == PRESETS[name].objective == OBJECTIVES[objective.name]()
+        assert objective_label(objective_of(config_to_dict(parsed))) == name  # ppo report groups it by its name
+        walker = tiny_grid(tmp_path, envs=("InvertedPendulum-v5",), objectives=(name,))
+        if objective.sequence_level:
+            with pytest.raises(ConfigError, match="takes one ratio per sequence"):
+                cell_config(expand_grid(walker)[0], walker, tmp_path / "runs" / "grid")
+        else:
+            assert cell_config(expand_grid(walker)[0], walker, tmp_path / "runs" / "grid").objective == objective
