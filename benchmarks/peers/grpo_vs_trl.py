@@ -21,7 +21,8 @@ too), so both are sampled by one routine on the same 40 held-out questions, ``--
 
     python -m benchmarks.peers.grpo_vs_trl --trl-python /work/trl-venv/bin/python --iterations 3
     python -m benchmarks.peers.grpo_vs_trl --trl-python /work/trl-venv/bin/python --token-budget 5000 --seeds 1 2
-    python -m benchmarks.peers.grpo_vs_trl --trl-python ... --token-budget 5000 --seeds 1 2 --ours-options "--adam-eps 1e-8" --label -eps8
+    python -m benchmarks.peers.grpo_vs_trl --trl-python ... --token-budget 5000 --seeds 1 2 \
+        --ours-options "--adam-eps 1e-8" --label -eps8
 """
 
 from __future__ import annotations
