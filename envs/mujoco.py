@@ -4,6 +4,7 @@ and two measurements with uniform random actions (stepping speed, the random pol
 from __future__ import annotations
 
 import copy
+import os
 import time
 
 import gymnasium as gym
@@ -121,6 +122,12 @@ def make_vector_env(
     return envs
 
 
+def available_threads() -> int:
+    """The CPUs this process may run on, shared among the processes torchrun started on this machine
+    (``LOCAL_WORLD_SIZE``), at least 1: the stepping threads ``--env-threads 0`` gives."""
+    return max(1, len(os.sched_getaffinity(0)) // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+
+
 def _time_limit(env: gym.Env) -> gym.wrappers.TimeLimit | None:
     while isinstance(env, gym.Wrapper):
         if isinstance(env, gym.wrappers.TimeLimit):
@@ -129,8 +136,11 @@ def _time_limit(env: gym.Env) -> gym.wrappers.TimeLimit | None:
     return None
 
 
-def snapshot_vector_env(envs: SyncVectorEnv) -> list[dict]:
-    """Everything that decides each env's future: MuJoCo integration state, time-limit counter, RNG state."""
+def snapshot_vector_env(envs: SyncVectorEnv | BatchedMujocoVectorEnv) -> list[dict]:
+    """Everything that decides each env's future: MuJoCo integration state, time-limit counter, RNG state (the same
+    records for both kinds of vector env, so a checkpoint resumes on either)."""
+    if isinstance(envs, BatchedMujocoVectorEnv):
+        return envs.snapshot()
     snapshots = []
     for env in envs.envs:
         inner = env.unwrapped
@@ -147,8 +157,11 @@ def snapshot_vector_env(envs: SyncVectorEnv) -> list[dict]:
     return snapshots
 
 
-def restore_vector_env(envs: SyncVectorEnv, snapshots: list[dict]) -> None:
+def restore_vector_env(envs: SyncVectorEnv | BatchedMujocoVectorEnv, snapshots: list[dict]) -> None:
     """Put every env back into a state taken by ``snapshot_vector_env`` (after a ``reset``)."""
+    if isinstance(envs, BatchedMujocoVectorEnv):
+        envs.restore(snapshots)
+        return
     if len(snapshots) != envs.num_envs:
         raise ValueError(f"checkpoint holds {len(snapshots)} environment states but the run has {envs.num_envs} envs")
     for env, snapshot in zip(envs.envs, snapshots):

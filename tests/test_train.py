@@ -5,11 +5,13 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 
+import agents.walkers.train
 from agents.core.config import ConfigError
 from agents.core.objectives import Clip, FixedKL, NoClip, Penalty
 from agents.runs.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
@@ -30,6 +32,26 @@ def test_same_seed_gives_identical_metrics(tmp_path):
     assert without_measurements(first) == without_measurements(second)
     other_seed = read_jsonl(train(tiny_config(tmp_path, "c", seed=2)) / METRICS_FILE)
     assert without_measurements(first) != without_measurements(other_seed)
+
+
+def test_several_envs_step_on_threads_and_train_exactly_as_on_gymnasiums_envs(tmp_path, monkeypatch):
+    def two_envs(name: str, threads: int):
+        config = tiny_config(tmp_path, name)
+        return replace(config, env=replace(config.env, num_envs=2, num_steps=64, env_threads=threads))
+
+    built = []
+    original = agents.walkers.train.make_vector_env
+    monkeypatch.setattr(
+        agents.walkers.train, "make_vector_env", lambda *a, **k: built.append(original(*a, **k)) or built[-1]
+    )
+    one_thread = read_jsonl(train(two_envs("one", 1)) / METRICS_FILE)
+    two_threads = read_jsonl(train(two_envs("two", 2)) / METRICS_FILE)
+    monkeypatch.setattr(agents.walkers.train, "stepping_threads", lambda *_: None)
+    gymnasium = read_jsonl(train(two_envs("gymnasium", 2)) / METRICS_FILE)
+    assert [type(envs).__name__ for envs in built] == ["BatchedMujocoVectorEnv"] * 2 + ["FinalObsSyncVectorEnv"]
+    assert [envs.threads for envs in built[:2]] == [1, 2]
+    assert without_measurements(one_thread) == without_measurements(two_threads) == without_measurements(gymnasium)
+    assert any(r["episodes_finished"] > 0 for r in gymnasium), "episodes must end (and reset) inside the compared run"
 
 
 def test_run_folder_contents_and_config_round_trip(tmp_path):
@@ -128,14 +150,17 @@ def test_corrupt_and_missing_checkpoints_give_clear_errors(tmp_path):
         load_checkpoint(truncated)
 
 
+TWO_ENVS_ON_THREADS = ["--num-steps", "64", "--num-envs", "2", "--env-threads", "2"]
+
+
 @pytest.mark.slow
-def test_sigkilled_run_resumes_where_it_stopped(tmp_path):
+@pytest.mark.parametrize("envs", [["--num-steps", "128"], TWO_ENVS_ON_THREADS], ids=["one-env", "two-envs-on-threads"])
+def test_sigkilled_run_resumes_where_it_stopped(tmp_path, envs):
     common = [
         "train",
         "--env-id",
         "Hopper-v5",
-        "--num-steps",
-        "128",
+        *envs,
         "--minibatch-size",
         "32",
         "--epochs",
@@ -186,6 +211,7 @@ def test_eval_reports_mean_and_std(tmp_path):
         (["--env-id", "Hoppper-v5"], "unknown environment id 'Hoppper-v5'"),
         (["--env-id", "CartPole-v1"], "not a MuJoCo environment"),
         (["--num-envs", "0"], "--num-envs must be a positive integer"),
+        (["--env-threads", "-1"], "--env-threads must be >= 0"),
         (["--num-steps", "-5"], "--num-steps must be a positive integer"),
         (["--num-steps", "32", "--minibatch-size", "64"], "larger than the batch"),
         (["--num-steps", "100", "--minibatch-size", "64"], "does not divide the batch"),

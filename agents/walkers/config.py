@@ -22,7 +22,11 @@ class MujocoEnvConfig:
     env_id: str = "Hopper-v5"
     """Gymnasium id, e.g. Hopper-v5, Walker2d-v5, HalfCheetah-v5, Ant-v5, Humanoid-v5, InvertedPendulum-v5."""
     num_envs: int = 1
-    """Parallel environments stepped in each process (SyncVectorEnv); the paper uses 1."""
+    """Parallel environments stepped in each process; the paper uses 1."""
+    env_threads: int = 0
+    """Threads stepping the environments when --num-envs > 1 (mujoco.batch, bit-identical to Gymnasium's envs at any
+    count); 0: the CPUs this process may use, shared among torchrun's processes on the machine. Tasks without a
+    batched form step Gymnasium's environments one by one."""
     num_steps: int = 2048
     """Steps per environment per iteration (paper's horizon T); batch = num_steps x num_envs x processes."""
     normalize_observations: bool = True
@@ -76,6 +80,8 @@ def validate_config(config: TrainConfig) -> None:
         )
     validate_run(config.run)
     check_positive_ints({"--num-envs": env.num_envs, "--num-steps": env.num_steps})
+    if env.env_threads < 0:
+        raise ConfigError(f"--env-threads must be >= 0 (0: the CPUs there are), got {env.env_threads}")
     if any(size < 1 for size in config.policy.hidden_sizes) or not config.policy.hidden_sizes:
         raise ConfigError(f"--hidden-sizes must be one or more positive widths, got {config.policy.hidden_sizes}")
     processes = world_size()

@@ -19,6 +19,7 @@ from agents.core.group_advantages import GROUP_ESTIMATORS, SampledGroups, fill_b
 from agents.core.moments import combine_moments
 from agents.core.objectives import REINFORCE_PP_ESTIMATORS, SamplingPlan
 from agents.walkers.gaussian import GaussianActorCritic
+from envs.mujoco_batch import BatchedMujocoVectorEnv
 
 REWARD_CLIP = 10.0  # clip scaled rewards to +-10 (Huang et al. 2022, continuous detail 9; CleanRL's TransformReward)
 REWARD_SCALE_EPS = 1e-8  # variance floor, as gymnasium NormalizeReward
@@ -151,7 +152,7 @@ class Rollout(NamedTuple):
 
 
 def collect_mujoco(
-    envs: SyncVectorEnv,
+    envs: SyncVectorEnv | BatchedMujocoVectorEnv,
     policy: GaussianActorCritic,
     obs: np.ndarray,
     num_steps: int,

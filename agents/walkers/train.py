@@ -35,10 +35,11 @@ from agents.runs.iteration import (
     update_schedule,
 )
 from agents.runs.session import checkpoint_due, open_run_folder, prepare_run, save_loop_state
-from agents.walkers.config import TrainConfig, validate_config
+from agents.walkers.config import MujocoEnvConfig, TrainConfig, validate_config
 from agents.walkers.gaussian import GaussianActorCritic
 from agents.walkers.rollout import EpisodeTracker, RewardScaler, Rollout, collect_mujoco, collect_mujoco_groups
-from envs.mujoco import make_vector_env, restore_vector_env, snapshot_vector_env
+from envs.mujoco import available_threads, make_vector_env, restore_vector_env, snapshot_vector_env
+from envs.mujoco_batch import BATCHED_TASKS, BatchedMujocoVectorEnv
 
 RECENT_EPISODES = 100  # "last 100 episodes" return, as CleanRL and SB3 report
 
@@ -58,7 +59,7 @@ class WalkerLoopState:
     tracker: EpisodeTracker
     minibatch_generator: torch.Generator
     action_rng: np.random.Generator
-    envs: SyncVectorEnv
+    envs: SyncVectorEnv | BatchedMujocoVectorEnv
     obs: np.ndarray
     """The observation each environment is in: where the next rollout starts."""
     device: torch.device
@@ -140,6 +141,15 @@ def episode_metrics(state: WalkerLoopState, episodes: list[tuple[float, int]]) -
     }
 
 
+def stepping_threads(env_cfg: MujocoEnvConfig, groups: bool) -> int | None:
+    """Threads for ``make_vector_env``: None (Gymnasium's envs one by one) for one env, for the group objectives
+    (``play_group`` steps each env alone) and for a task without a batched form unless threads were asked for (the
+    factory then says in one line that it falls back); else ``--env-threads``, 0 meaning ``available_threads()``."""
+    if groups or env_cfg.num_envs == 1 or (env_cfg.env_threads == 0 and env_cfg.env_id not in BATCHED_TASKS):
+        return None
+    return env_cfg.env_threads or available_threads()
+
+
 def train(config: TrainConfig) -> Path:
     """Train PPO on a MuJoCo task as ``config`` says; returns the run folder."""
     config, device, checkpoint = prepare_run(config, validate_config)
@@ -151,7 +161,7 @@ def train(config: TrainConfig) -> Path:
     process_seed = run_cfg.seed + rank() * num_envs
 
     # Environments and agent
-    envs = make_vector_env(env_cfg.env_id, num_envs)
+    envs = make_vector_env(env_cfg.env_id, num_envs, threads=stepping_threads(env_cfg, groups))
     torch.manual_seed(run_cfg.seed)
     policy = GaussianActorCritic(
         envs.single_observation_space.shape[0],
