@@ -13,6 +13,7 @@ from agents.core.config import ConfigError, PPOConfig, check_batch, check_positi
 from agents.core.distributed import world_size
 from agents.core.objectives import Clip, uses_critic
 from agents.runs.config import ObjectiveSubcommand, RunConfig, validate_run
+from agents.walkers.gaussian import ACTIVATIONS
 
 
 @dataclass(frozen=True)
@@ -40,9 +41,16 @@ class GaussianPolicyConfig:
     """The Gaussian MLP actor-critic."""
 
     hidden_sizes: tuple[int, ...] = (64, 64)
-    """Hidden layer widths of the policy and of the value MLP (tanh)."""
+    """Hidden layer widths of the policy and of the value MLP."""
     initial_log_std: float = 0.0
     """Initial state-independent log standard deviation of the Gaussian policy."""
+    activation: str = "tanh"
+    """Nonlinearity of the hidden layers: tanh (the paper, CleanRL) or relu (rl-baselines3-zoo's tuned MuJoCo
+    recipes, activation_fn=nn.ReLU)."""
+    orthogonal_init: bool = True
+    """Orthogonal weights (gain sqrt(2) hidden, 0.01 action mean, 1 value) and zero biases (Huang et al. 2022,
+    detail 2); --no-orthogonal-init keeps torch's default nn.Linear init (SB3's ortho_init=False, the zoo's tuned
+    recipes)."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +92,8 @@ def validate_config(config: TrainConfig) -> None:
         raise ConfigError(f"--env-threads must be >= 0 (0: the CPUs there are), got {env.env_threads}")
     if any(size < 1 for size in config.policy.hidden_sizes) or not config.policy.hidden_sizes:
         raise ConfigError(f"--hidden-sizes must be one or more positive widths, got {config.policy.hidden_sizes}")
+    if config.policy.activation not in ACTIVATIONS:
+        raise ConfigError(f"--activation must be one of {', '.join(ACTIVATIONS)}, got {config.policy.activation!r}")
     processes = world_size()
     batch = env.num_steps * env.num_envs * processes
     batch_flags = "num_steps x num_envs" + (f" x {processes} processes" if processes > 1 else "")

@@ -43,6 +43,8 @@ def load_policy(run: Path, device: str = "cpu") -> tuple[GaussianActorCritic, st
         config.policy.initial_log_std,
         config.env.normalize_observations,
         critic=uses_critic(config.objective),
+        activation=config.policy.activation,
+        orthogonal_init=config.policy.orthogonal_init,
     )
     try:
         policy.load_state_dict(state["policy"])

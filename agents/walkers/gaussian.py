@@ -19,24 +19,41 @@ NORMALIZER_EPS = 1e-8  # variance floor of the observation normaliser (gymnasium
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
-def orthogonal_mlp(sizes: list[int], output_gain: float) -> nn.Sequential:
-    """tanh MLP with orthogonal weights (gain sqrt(2) hidden, ``output_gain`` last) and zero biases
-    (Huang et al. 2022, detail 2).
+ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
+"""Hidden-layer nonlinearities: tanh (the paper, CleanRL), relu (rl-baselines3-zoo's tuned MuJoCo recipes)."""
+
+
+def relu(x: np.ndarray) -> np.ndarray:
+    """``max(x, 0)`` elementwise, keeping ``x``'s dtype."""
+    return np.maximum(x, 0.0)
+
+
+NUMPY_ACTIVATIONS = {"tanh": np.tanh, "relu": relu}
+"""The same nonlinearities in numpy, for ``NumpyActor``."""
+
+
+def mlp(sizes: list[int], output_gain: float, activation: str = "tanh", orthogonal_init: bool = True) -> nn.Sequential:
+    """MLP with ``activation`` between its layers. With ``orthogonal_init`` its weights are orthogonal (gain sqrt(2)
+    hidden, ``output_gain`` last) and its biases zero (Huang et al. 2022, detail 2); without, every layer keeps
+    torch's default ``nn.Linear`` init (Stable-Baselines3's ``ortho_init=False``).
     """
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
     layers: list[nn.Module] = []
     for index, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
         linear = nn.Linear(fan_in, fan_out)
         is_last = index == len(sizes) - 2
-        nn.init.orthogonal_(linear.weight, gain=output_gain if is_last else math.sqrt(2.0))
-        nn.init.zeros_(linear.bias)
+        if orthogonal_init:
+            nn.init.orthogonal_(linear.weight, gain=output_gain if is_last else math.sqrt(2.0))
+            nn.init.zeros_(linear.bias)
         layers.append(linear)
         if not is_last:
-            layers.append(nn.Tanh())
+            layers.append(ACTIVATIONS[activation]())
     return nn.Sequential(*layers)
 
 
 class GaussianActorCritic(nn.Module):
-    """Separate tanh MLPs for the action mean and the value, a state-independent log std, and an
+    """Separate MLPs (tanh by default) for the action mean and the value, a state-independent log std, and an
     observation normaliser kept as buffers so it travels with ``state_dict``.
 
     Inputs are raw observations ``(N, obs_dim)``; the module normalises them with its frozen
@@ -52,11 +69,14 @@ class GaussianActorCritic(nn.Module):
         initial_log_std: float = 0.0,
         normalize_observations: bool = True,
         critic: bool = True,
+        activation: str = "tanh",
+        orthogonal_init: bool = True,
     ) -> None:
         super().__init__()
         self.normalize_observations = normalize_observations
-        self.actor_mean = orthogonal_mlp([obs_dim, *hidden_sizes, action_dim], output_gain=0.01)
-        self.critic = orthogonal_mlp([obs_dim, *hidden_sizes, 1], output_gain=1.0) if critic else None
+        self.activation = activation
+        self.actor_mean = mlp([obs_dim, *hidden_sizes, action_dim], 0.01, activation, orthogonal_init)
+        self.critic = mlp([obs_dim, *hidden_sizes, 1], 1.0, activation, orthogonal_init) if critic else None
         self.actor_log_std = nn.Parameter(torch.full((action_dim,), float(initial_log_std)))
         self.register_buffer("obs_mean", torch.zeros(obs_dim, dtype=torch.float64))
         self.register_buffer("obs_var", torch.ones(obs_dim, dtype=torch.float64))
@@ -109,6 +129,7 @@ class GaussianActorCritic(nn.Module):
             obs_shift=self.obs_shift.cpu().numpy().copy(),
             obs_scale=self.obs_scale.cpu().numpy().copy(),
             normalize_observations=self.normalize_observations,
+            activation=self.activation,
         )
 
     def critic_value(self, normalized: torch.Tensor) -> torch.Tensor:
@@ -160,9 +181,12 @@ class NumpyActor:
     A test pins ``mean`` to ``GaussianActorCritic.action_mean``.
     """
 
-    def __init__(self, weights, biases, std, obs_shift, obs_scale, normalize_observations: bool) -> None:
+    def __init__(
+        self, weights, biases, std, obs_shift, obs_scale, normalize_observations: bool, activation: str = "tanh"
+    ) -> None:
         self.weights, self.biases, self.std = weights, biases, std
         self.obs_shift, self.obs_scale, self.normalize_observations = obs_shift, obs_scale, normalize_observations
+        self.activation = NUMPY_ACTIVATIONS[activation]
 
     def mean(self, obs: np.ndarray) -> np.ndarray:
         """``mu(s)`` for raw float32 observations ``(N, obs_dim)``; returns ``(N, action_dim)``."""
@@ -173,7 +197,7 @@ class NumpyActor:
         for index, (weight, bias) in enumerate(zip(self.weights, self.biases)):
             hidden = hidden @ weight + bias
             if index < last:
-                hidden = np.tanh(hidden)
+                hidden = self.activation(hidden)
         return hidden
 
     def sample(self, obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -170,6 +170,8 @@ def train(config: TrainConfig) -> Path:
         config.policy.initial_log_std,
         env_cfg.normalize_observations,
         critic=not groups,
+        activation=config.policy.activation,
+        orthogonal_init=config.policy.orthogonal_init,
     ).to(device)
     params = broadcast_trainable(policy)  # identical initial weights on every process
     state = WalkerLoopState(
