@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import tyro
 
 from agents.runs.session import shutdown_distributed
 from agents.text.config import TextTrainConfig, validate_text_config
-from agents.walkers.config import TrainConfig, validate_config
+from agents.walkers.config import MujocoEnvConfig, TrainConfig, preset_config, validate_config
 
 TYRO_MARKERS = (tyro.conf.OmitArgPrefixes, tyro.conf.OmitSubcommandPrefixes)
 """Flat option names (``--clip-coef``, not ``--objective.clip-coef``) and subcommands without prefixes."""
@@ -22,7 +23,17 @@ def parse_train_args(args: Sequence[str]) -> TrainConfig | TextTrainConfig:
     args = list(args)
     if args[:1] == [TEXT_WORD]:
         return tyro.cli(TextTrainConfig, args=args[1:], prog="ppo train text", config=TYRO_MARKERS)
-    return tyro.cli(TrainConfig, args=args, prog="ppo train", config=TYRO_MARKERS)
+    return tyro.cli(TrainConfig, args=args, default=preset_defaults(args), prog="ppo train", config=TYRO_MARKERS)
+
+
+def preset_defaults(args: Sequence[str]) -> TrainConfig:
+    """The defaults that ARGS' ``--preset`` chooses for their ``--env-id``; tyro then parses ARGS over them, so an
+    option given on the command line overrides the preset's value and every other one keeps it."""
+    parser = argparse.ArgumentParser(prog="ppo train", add_help=False, allow_abbrev=False)
+    parser.add_argument("--preset", default=TrainConfig.preset)
+    parser.add_argument("--env-id", default=MujocoEnvConfig.env_id)
+    known, _ = parser.parse_known_args(args)
+    return preset_config(known.preset, known.env_id)
 
 
 def validate_train_config(config: TrainConfig | TextTrainConfig) -> None:

@@ -1,12 +1,13 @@
 """``ppo train``'s configuration: the MuJoCo task, the Gaussian policy, the objective, PPO and the run.
 
 Defaults reproduce the PPO paper's MuJoCo settings (Schulman et al. 2017, Table 3) plus the
-implementation details of Huang et al. 2022; see docs/implementation_details.md.
+implementation details of Huang et al. 2022; see docs/implementation_details.md. ``--preset tuned`` starts
+from a task's published recipe instead (agents/walkers/presets.py, ``preset_config``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from agents.core.config import ConfigError, PPOConfig, check_batch, check_positive_ints, validate_ppo
@@ -14,6 +15,7 @@ from agents.core.distributed import world_size
 from agents.core.objectives import Clip, uses_critic
 from agents.runs.config import ObjectiveSubcommand, RunConfig, validate_run
 from agents.walkers.gaussian import ACTIVATIONS
+from agents.walkers.presets import PRESETS, TUNED, with_settings
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,10 @@ class TrainConfig:
 
     kind: ClassVar[str] = "mujoco"
 
+    preset: str = "paper"
+    """Settings per task, paper or tuned: paper = the PPO paper's (the defaults shown without --preset); tuned = the
+    published recipe for --env-id in agents/walkers/presets.py, pending our sweep. Options given here override
+    either."""
     env: MujocoEnvConfig = MujocoEnvConfig()
     """The environment."""
     objective: ObjectiveSubcommand = Clip()
@@ -94,9 +100,25 @@ def validate_config(config: TrainConfig) -> None:
         raise ConfigError(f"--hidden-sizes must be one or more positive widths, got {config.policy.hidden_sizes}")
     if config.policy.activation not in ACTIVATIONS:
         raise ConfigError(f"--activation must be one of {', '.join(ACTIVATIONS)}, got {config.policy.activation!r}")
+    if config.preset not in PRESETS:
+        raise ConfigError(f"--preset must be one of {', '.join(PRESETS)}, got {config.preset!r}")
+    if config.preset == "tuned" and env.env_id not in TUNED:
+        raise ConfigError(
+            f"--preset tuned has no settings for {env.env_id}; tasks with tuned settings: {', '.join(TUNED)} "
+            "(or --preset paper)"
+        )
     processes = world_size()
     batch = env.num_steps * env.num_envs * processes
     batch_flags = "num_steps x num_envs" + (f" x {processes} processes" if processes > 1 else "")
     check_batch(batch, batch_flags, ppo)
     if ppo.total_steps < batch:
         raise ConfigError(f"--total-steps {ppo.total_steps} is less than one batch ({batch} = {batch_flags}); raise it")
+
+
+def preset_config(preset: str, env_id: str) -> TrainConfig:
+    """The defaults ``--preset`` chooses for ``env_id``, which the command line's options then override: the paper's
+    (``TrainConfig()`` on ``env_id``), or the paper's with the task's tuned settings. An unknown name, or a task
+    without tuned settings, gets the paper's values under its name, which ``validate_config`` then rejects."""
+    config = replace(TrainConfig(), env=replace(TrainConfig().env, env_id=env_id))
+    tuned = TUNED.get(env_id) if preset == "tuned" else None
+    return with_settings(replace(config, preset=preset), tuned.settings if tuned else ())

@@ -1,0 +1,232 @@
+"""The settings of ``ppo train --preset tuned``, per MuJoCo v5 task, each value with its source.
+
+``--preset paper`` (the default) is ``TrainConfig()``: the PPO paper's settings, unchanged. ``--preset tuned``
+starts from them and sets, for ``--env-id``, only the values listed here; options given on the command line then
+override those too (``agents/commands/train_args.py``). Every value names where it came from: a published recipe
+(rl-baselines3-zoo's ``hyperparams/ppo.yml``, with the zoo's own key and number) or, once issue 30's sweep has run,
+our sweep. A task whose entry lists no values keeps the paper's settings, and its status says why.
+
+The zoo's recipes run on Stable-Baselines3's PPO, whose defaults differ from the paper's in two values that every
+zoo entry therefore inherits (``sb3_defaults``): a constant learning rate and no value clipping. The zoo's ids are
+v2 and v4; ours are v5 (the same robots, with v5's fixes; Ant-v5's observations include contact forces).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+PRESETS = ("paper", "tuned")
+"""The names ``--preset`` takes."""
+ZOO_FILE = "rl-baselines3-zoo hyperparams/ppo.yml (commit 22e3ff2)"
+"""The zoo's file and the commit it was read at."""
+UNCONFIRMED = "not yet confirmed by our sweep"
+"""What every status says until issue 30's sweep has run the entry on our v5 tasks."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One value a tuned preset sets, and where it comes from."""
+
+    field: str
+    """Its place in the config, as in config.json: ``ppo.gamma``, ``policy.activation``, ``objective.clip_coef``."""
+    value: object
+    """The value, in our units (the zoo's ``batch_size`` is our ``ppo.minibatch_size``, ``n_steps`` our
+    ``env.num_steps``, ``clip_range`` our ``objective.clip_coef``)."""
+    source: str
+    """Where it comes from: the recipe's file and entry with its own key and number, or our sweep."""
+
+
+@dataclass(frozen=True)
+class TunedTask:
+    """A task's tuned settings: only the values that differ from the paper's."""
+
+    status: str
+    """The recipe as a whole: where it comes from, its published figure, and whether our sweep confirmed it."""
+    settings: tuple[Setting, ...]
+    """The values that differ from ``TrainConfig()``'s; empty keeps the paper's settings."""
+
+
+def zoo(entry: str, says: str) -> str:
+    """The source of a value read in the zoo's ``entry`` of ppo.yml, which says ``says``."""
+    return f"{ZOO_FILE} {entry}: {says}"
+
+
+def sb3_defaults() -> tuple[Setting, ...]:
+    """The two Stable-Baselines3 PPO defaults that every zoo recipe inherits and the paper's settings differ in."""
+    return (
+        Setting("ppo.anneal_lr", False, "Stable-Baselines3 2.x PPO: learning_rate is constant (the zoo: no lin_)"),
+        Setting("ppo.value_clip", None, "Stable-Baselines3 2.x PPO default clip_range_vf=None (no value clipping)"),
+    )
+
+
+def zoo_relu_network(entry: str) -> tuple[Setting, ...]:
+    """The network of the zoo's tuned MuJoCo entries: ``policy_kwargs: dict(log_std_init=-2, ortho_init=False,
+    activation_fn=nn.ReLU, net_arch=dict(pi=[256, 256], vf=[256, 256]))``."""
+    return (
+        Setting("policy.hidden_sizes", (256, 256), zoo(entry, "net_arch=dict(pi=[256, 256], vf=[256, 256])")),
+        Setting("policy.activation", "relu", zoo(entry, "activation_fn=nn.ReLU")),
+        Setting("policy.orthogonal_init", False, zoo(entry, "ortho_init=False")),
+        Setting("policy.initial_log_std", -2.0, zoo(entry, "log_std_init=-2")),
+    )
+
+
+def kept_paper(why: str) -> TunedTask:
+    """A task whose tuned preset is the paper's settings, for the reason ``why``."""
+    return TunedTask(status=f"from the PPO paper's settings ({why}), {UNCONFIRMED}", settings=())
+
+
+TUNED: dict[str, TunedTask] = {
+    "Ant-v5": TunedTask(
+        status=f"from {ZOO_FILE} Ant-v4 (Stable-Baselines3's defaults with VecNormalize; 1,327 ± 452 on Ant-v3 in the "
+        f"zoo's benchmark.md), {UNCONFIRMED}",
+        settings=sb3_defaults(),
+    ),
+    "HalfCheetah-v5": TunedTask(
+        status=f"from {ZOO_FILE} HalfCheetah-v4 (tuned there for 1M steps; 5,819 ± 664 on HalfCheetah-v3 in the "
+        f"zoo's benchmark.md), {UNCONFIRMED}",
+        settings=(
+            Setting("env.num_steps", 512, zoo("HalfCheetah-v4", "n_steps: 512")),
+            Setting("ppo.epochs", 20, zoo("HalfCheetah-v4", "n_epochs: 20")),
+            Setting("ppo.learning_rate", 2.0633e-05, zoo("HalfCheetah-v4", "learning_rate: 2.0633e-05")),
+            Setting("ppo.gamma", 0.98, zoo("HalfCheetah-v4", "gamma: 0.98")),
+            Setting("ppo.gae_lambda", 0.92, zoo("HalfCheetah-v4", "gae_lambda: 0.92")),
+            Setting("ppo.vf_coef", 0.58096, zoo("HalfCheetah-v4", "vf_coef: 0.58096")),
+            Setting("ppo.ent_coef", 0.000401762, zoo("HalfCheetah-v4", "ent_coef: 0.000401762")),
+            Setting("ppo.max_grad_norm", 0.8, zoo("HalfCheetah-v4", "max_grad_norm: 0.8")),
+            Setting("objective.clip_coef", 0.1, zoo("HalfCheetah-v4", "clip_range: 0.1")),
+            *zoo_relu_network("HalfCheetah-v4"),
+            *sb3_defaults(),
+        ),
+    ),
+    "Hopper-v5": kept_paper(
+        "ours reach 2,704 ± 73 at 1M steps, docs/results/walkers.md, against 2,410 ± 10 for the zoo's tuned Hopper-v4 "
+        "recipe on Hopper-v3 in its benchmark.md"
+    ),
+    "Humanoid-v5": TunedTask(
+        status=f"from {ZOO_FILE} Humanoid-v4 (tuned there for 10M steps; the zoo publishes no 1M figure), "
+        f"{UNCONFIRMED}",
+        settings=(
+            Setting("env.num_steps", 512, zoo("Humanoid-v4", "n_steps: 512")),
+            Setting("ppo.minibatch_size", 256, zoo("Humanoid-v4", "batch_size: 256")),
+            Setting("ppo.epochs", 5, zoo("Humanoid-v4", "n_epochs: 5")),
+            Setting("ppo.learning_rate", 3.56987e-05, zoo("Humanoid-v4", "learning_rate: 3.56987e-05")),
+            Setting("ppo.gamma", 0.95, zoo("Humanoid-v4", "gamma: 0.95")),
+            Setting("ppo.gae_lambda", 0.9, zoo("Humanoid-v4", "gae_lambda: 0.9")),
+            Setting("ppo.vf_coef", 0.431892, zoo("Humanoid-v4", "vf_coef: 0.431892")),
+            Setting("ppo.ent_coef", 0.00238306, zoo("Humanoid-v4", "ent_coef: 0.00238306")),
+            Setting("ppo.max_grad_norm", 2.0, zoo("Humanoid-v4", "max_grad_norm: 2")),
+            Setting("objective.clip_coef", 0.3, zoo("Humanoid-v4", "clip_range: 0.3")),
+            *zoo_relu_network("Humanoid-v4"),
+            *sb3_defaults(),
+        ),
+    ),
+    "HumanoidStandup-v5": TunedTask(
+        status=f"from {ZOO_FILE} HumanoidStandup-v2 (tuned there for 10M steps; the zoo publishes no 1M figure), "
+        f"{UNCONFIRMED}",
+        settings=(
+            Setting("env.num_steps", 512, zoo("HumanoidStandup-v2", "n_steps: 512")),
+            Setting("ppo.minibatch_size", 32, zoo("HumanoidStandup-v2", "batch_size: 32")),
+            Setting("ppo.epochs", 20, zoo("HumanoidStandup-v2", "n_epochs: 20")),
+            Setting("ppo.learning_rate", 2.55673e-05, zoo("HumanoidStandup-v2", "learning_rate: 2.55673e-05")),
+            Setting("ppo.gae_lambda", 0.9, zoo("HumanoidStandup-v2", "gae_lambda: 0.9")),
+            Setting("ppo.vf_coef", 0.430793, zoo("HumanoidStandup-v2", "vf_coef: 0.430793")),
+            Setting("ppo.ent_coef", 3.62109e-06, zoo("HumanoidStandup-v2", "ent_coef: 3.62109e-06")),
+            Setting("ppo.max_grad_norm", 0.7, zoo("HumanoidStandup-v2", "max_grad_norm: 0.7")),
+            Setting("objective.clip_coef", 0.3, zoo("HumanoidStandup-v2", "clip_range: 0.3")),
+            *zoo_relu_network("HumanoidStandup-v2"),
+            *sb3_defaults(),
+        ),
+    ),
+    "InvertedDoublePendulum-v5": TunedTask(
+        status=f"from {ZOO_FILE} InvertedDoublePendulum-v2 (tuned there for 1M steps), {UNCONFIRMED}",
+        settings=(
+            Setting("env.num_steps", 128, zoo("InvertedDoublePendulum-v2", "n_steps: 128")),
+            Setting(
+                "ppo.minibatch_size",
+                128,
+                zoo(
+                    "InvertedDoublePendulum-v2",
+                    "batch_size: 512, more than its 128-step rollout, which SB3 takes whole",
+                ),
+            ),
+            Setting("ppo.learning_rate", 0.000155454, zoo("InvertedDoublePendulum-v2", "learning_rate: 0.000155454")),
+            Setting("ppo.gamma", 0.98, zoo("InvertedDoublePendulum-v2", "gamma: 0.98")),
+            Setting("ppo.gae_lambda", 0.8, zoo("InvertedDoublePendulum-v2", "gae_lambda: 0.8")),
+            Setting("ppo.vf_coef", 0.695929, zoo("InvertedDoublePendulum-v2", "vf_coef: 0.695929")),
+            Setting("ppo.ent_coef", 1.05057e-06, zoo("InvertedDoublePendulum-v2", "ent_coef: 1.05057e-06")),
+            Setting("objective.clip_coef", 0.4, zoo("InvertedDoublePendulum-v2", "clip_range: 0.4")),
+            *sb3_defaults(),
+        ),
+    ),
+    "InvertedPendulum-v5": TunedTask(
+        status=f"from {ZOO_FILE} InvertedPendulum-v2 (tuned there for 1M steps), {UNCONFIRMED}",
+        settings=(
+            Setting("env.num_steps", 32, zoo("InvertedPendulum-v2", "n_steps: 32")),
+            Setting(
+                "ppo.minibatch_size",
+                32,
+                zoo("InvertedPendulum-v2", "batch_size: 64, larger than its 32-step rollout, which SB3 takes whole"),
+            ),
+            Setting("ppo.epochs", 5, zoo("InvertedPendulum-v2", "n_epochs: 5")),
+            Setting("ppo.learning_rate", 0.000222425, zoo("InvertedPendulum-v2", "learning_rate: 0.000222425")),
+            Setting("ppo.gamma", 0.999, zoo("InvertedPendulum-v2", "gamma: 0.999")),
+            Setting("ppo.gae_lambda", 0.9, zoo("InvertedPendulum-v2", "gae_lambda: 0.9")),
+            Setting("ppo.vf_coef", 0.19816, zoo("InvertedPendulum-v2", "vf_coef: 0.19816")),
+            Setting("ppo.ent_coef", 1.37976e-07, zoo("InvertedPendulum-v2", "ent_coef: 1.37976e-07")),
+            Setting("ppo.max_grad_norm", 0.3, zoo("InvertedPendulum-v2", "max_grad_norm: 0.3")),
+            Setting("objective.clip_coef", 0.4, zoo("InvertedPendulum-v2", "clip_range: 0.4")),
+            *sb3_defaults(),
+        ),
+    ),
+    "Pusher-v5": kept_paper("neither the zoo's ppo.yml nor CleanRL publishes a PPO recipe for Pusher"),
+    "Reacher-v5": TunedTask(
+        status=f"from {ZOO_FILE} Reacher-v2 (tuned there for 1M steps), {UNCONFIRMED}",
+        settings=(
+            Setting("env.num_steps", 512, zoo("Reacher-v2", "n_steps: 512")),
+            Setting("ppo.minibatch_size", 32, zoo("Reacher-v2", "batch_size: 32")),
+            Setting("ppo.epochs", 5, zoo("Reacher-v2", "n_epochs: 5")),
+            Setting("ppo.learning_rate", 0.000104019, zoo("Reacher-v2", "learning_rate: 0.000104019")),
+            Setting("ppo.gamma", 0.9, zoo("Reacher-v2", "gamma: 0.9")),
+            Setting("ppo.gae_lambda", 1.0, zoo("Reacher-v2", "gae_lambda: 1.0")),
+            Setting("ppo.vf_coef", 0.950368, zoo("Reacher-v2", "vf_coef: 0.950368")),
+            Setting("ppo.ent_coef", 7.52585e-08, zoo("Reacher-v2", "ent_coef: 7.52585e-08")),
+            Setting("ppo.max_grad_norm", 0.9, zoo("Reacher-v2", "max_grad_norm: 0.9")),
+            Setting("objective.clip_coef", 0.3, zoo("Reacher-v2", "clip_range: 0.3")),
+            *sb3_defaults(),
+        ),
+    ),
+    "Swimmer-v5": TunedTask(
+        status=f"from {ZOO_FILE} Swimmer-v4 (281.6 ± 9.7 on Swimmer-v3 in the zoo's benchmark.md), {UNCONFIRMED}",
+        settings=(
+            Setting("env.num_envs", 4, zoo("Swimmer-v4", "n_envs: 4")),
+            Setting("env.num_steps", 1024, zoo("Swimmer-v4", "n_steps: 1024")),
+            Setting("ppo.minibatch_size", 256, zoo("Swimmer-v4", "batch_size: 256")),
+            Setting("ppo.learning_rate", 6e-4, zoo("Swimmer-v4", "learning_rate: !!float 6e-4")),
+            Setting("ppo.gamma", 0.9999, zoo("Swimmer-v4", "gamma: 0.9999")),
+            Setting("ppo.gae_lambda", 0.98, zoo("Swimmer-v4", "gae_lambda: 0.98")),
+            *sb3_defaults(),
+        ),
+    ),
+    "Walker2d-v5": kept_paper(
+        "ours reach 3,772 ± 126 at 1M steps, docs/results/walkers.md, against 3,479 ± 822 for the zoo's tuned "
+        "Walker2d-v4 recipe on Walker2d-v3 in its benchmark.md"
+    ),
+}
+"""Every Gymnasium MuJoCo v5 task and its tuned settings (``ppo train --env-id <task> --preset tuned``)."""
+
+
+def with_settings(config, settings: tuple[Setting, ...]):
+    """``config`` (a tree of frozen dataclasses) with each setting's field replaced by its value."""
+    for setting in settings:
+        config = replaced(config, setting.field.split("."), setting.value)
+    return config
+
+
+def replaced(node, path: list[str], value):
+    """``node`` with the field at ``path`` (names from the root down) replaced by ``value``; a ``ValueError``
+    names a field that does not exist."""
+    head, *rest = path
+    if not dataclasses.is_dataclass(node) or head not in {field.name for field in dataclasses.fields(node)}:
+        raise ValueError(f"{type(node).__name__} has no field {head!r}")
+    return dataclasses.replace(node, **{head: replaced(getattr(node, head), rest, value) if rest else value})
