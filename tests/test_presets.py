@@ -1,0 +1,169 @@
+"""``ppo train --preset``: the paper's settings unchanged, the tuned settings of agents/walkers/presets.py, the command
+line over both, config.json, and the network options the tuned recipes need."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import agents.walkers.train
+from agents.commands.train_args import parse_train_args
+from agents.core.config import ConfigError
+from agents.runs.config import config_to_dict, read_config
+from agents.runs.session import prepare_run
+from agents.walkers.config import TrainConfig, preset_config, validate_config
+from agents.walkers.evaluate import load_policy
+from agents.walkers.gaussian import GaussianActorCritic
+from agents.walkers.presets import TUNED, UNCONFIRMED, Setting, with_settings
+from agents.walkers.train import train
+from tests.conftest import run_ppo
+
+SMALL_RUN = ["--total-steps", "512", "--no-compile", "--no-progress", "--checkpoint-every", "1"]
+
+
+def flat(config: TrainConfig) -> dict[str, object]:
+    """Every leaf of ``config``'s config.json form, keyed by its dotted path (``ppo.gamma``)."""
+
+    def leaves(prefix: str, node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                yield from leaves(f"{prefix}{key}.", value)
+        else:
+            yield prefix[:-1], node
+
+    return dict(leaves("", config_to_dict(config)))
+
+
+def as_json(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
+def test_the_paper_preset_is_the_defaults_field_by_field():
+    paper = flat(TrainConfig())
+    for config in (parse_train_args([]), parse_train_args(["--preset", "paper"]), preset_config("paper", "Hopper-v5")):
+        assert flat(config) == paper
+    assert paper["preset"] == "paper"
+
+
+@pytest.mark.parametrize("task", sorted(TUNED))
+def test_the_tuned_preset_sets_exactly_the_files_values(task):
+    paper = flat(parse_train_args(["--env-id", task]))
+    tuned = flat(parse_train_args(["--env-id", task, "--preset", "tuned"]))
+    settings = {setting.field: as_json(setting.value) for setting in TUNED[task].settings}
+    assert len(settings) == len(TUNED[task].settings), "a field is set twice"
+    changed = {key for key in paper if paper[key] != tuned[key]}
+    assert changed == {"preset", *settings}, "the preset changes a value it does not list, or lists an unchanged one"
+    assert {key: tuned[key] for key in settings} == settings
+    assert tuned["env.env_id"] == task
+    validate_config(parse_train_args(["--env-id", task, "--preset", "tuned"]))
+
+
+def test_every_tuned_entry_names_its_source_and_its_status():
+    for task, tuned in TUNED.items():
+        assert tuned.status.startswith("from ") and "sweep" in tuned.status, task
+        assert UNCONFIRMED in tuned.status, f"{task}: confirmed by the sweep? then say so and drop this check for it"
+        for setting in tuned.settings:
+            assert len(setting.source) > 20 and setting.source.strip() == setting.source, (task, setting)
+    assert {task.split("-v")[1] for task in TUNED} == {"5"}
+
+
+def test_command_line_options_override_the_preset_and_the_rest_keeps_it():
+    args = ["--env-id", "HalfCheetah-v5", "--preset", "tuned", "--gamma", "0.99", "--activation", "tanh"]
+    config = parse_train_args([*args, "clip", "--clip-coef", "0.2"])
+    assert config.ppo.gamma == 0.99 and config.policy.activation == "tanh" and config.objective.clip_coef == 0.2
+    assert config.ppo.gae_lambda == 0.92 and config.policy.hidden_sizes == (256, 256)  # not given: the preset's
+    assert parse_train_args(["--env-id=HalfCheetah-v5", "--preset=tuned", "clip"]).objective.clip_coef == 0.1
+    assert parse_train_args(["--preset", "tuned", "--env-id", "Swimmer-v5"]).ppo.gamma == 0.9999  # either order
+
+
+def test_a_tuned_run_saves_resumes_and_evaluates_with_the_presets_values(tmp_path):
+    config = parse_train_args(
+        ["--env-id", "HalfCheetah-v5", "--preset", "tuned", *SMALL_RUN, "--runs-dir", str(tmp_path), "--run-name", "r"]
+    )
+    run_dir = train(config)
+    saved = read_config(run_dir)
+    assert saved["preset"] == "tuned"
+    network = {"hidden_sizes": [256, 256], "initial_log_std": -2.0, "activation": "relu", "orthogonal_init": False}
+    assert saved["policy"] == network
+    assert saved["ppo"]["value_clip"] is None and saved["objective"]["clip_coef"] == 0.1
+    resumed = prepare_run(parse_train_args(["--resume", str(run_dir), "--no-progress"]), validate_config).config
+    assert resumed == dataclasses.replace(config, run=dataclasses.replace(config.run, resume=run_dir))
+    policy, env_id = load_policy(run_dir)
+    assert env_id == "HalfCheetah-v5" and any(isinstance(layer, nn.ReLU) for layer in policy.actor_mean)
+
+
+def test_unknown_tasks_presets_and_activations_fail_in_one_line(tmp_path):
+    cases = {
+        ("--env-id", "Hopper-v4", "--preset", "tuned"): "--preset tuned has no settings for Hopper-v4; tasks with "
+        "tuned settings: Ant-v5, HalfCheetah-v5, Hopper-v5",
+        ("--preset", "best"): "--preset must be one of paper, tuned, got 'best'",
+        ("--activation", "gelu"): "--activation must be one of tanh, relu, got 'gelu'",
+    }
+    for args, message in cases.items():
+        result = run_ppo("train", "--runs-dir", str(tmp_path), "--no-progress", *args)
+        assert result.returncode != 0
+        assert result.stderr.strip().splitlines() == [f"error: {result.stderr.strip()[7:]}"]
+        assert message in result.stderr
+    assert not any(tmp_path.iterdir()), "a rejected config must not create a run folder"
+
+
+def test_relu_and_widths_build_the_network_they_say_and_the_numpy_actor_follows():
+    torch.manual_seed(0)
+    policy = GaussianActorCritic(5, 2, (32, 16), activation="relu")
+    for net, out in ((policy.actor_mean, 2), (policy.critic, 1)):
+        linears = [layer for layer in net if isinstance(layer, nn.Linear)]
+        assert [(layer.in_features, layer.out_features) for layer in linears] == [(5, 32), (32, 16), (16, out)]
+        assert [type(layer) for layer in net if not isinstance(layer, nn.Linear)] == [nn.ReLU, nn.ReLU]
+    for layer in policy.actor_mean:
+        if isinstance(layer, nn.Linear):
+            nn.init.normal_(layer.weight)
+            nn.init.normal_(layer.bias)  # negative pre-activations, so that relu and tanh differ
+    obs = np.random.default_rng(2).normal(size=(7, 5)).astype(np.float32)
+    expected = policy.action_mean(torch.from_numpy(obs)).numpy()
+    np.testing.assert_allclose(policy.numpy_actor().mean(obs), expected, rtol=1e-5, atol=1e-5)
+    tanh_actor = GaussianActorCritic(5, 2, (32, 16))
+    tanh_actor.load_state_dict(policy.state_dict())
+    assert not np.allclose(tanh_actor.numpy_actor().mean(obs), expected, atol=1e-3)
+
+
+def test_without_orthogonal_init_every_layer_keeps_torchs_default_init():
+    torch.manual_seed(0)
+    policy = GaussianActorCritic(11, 3, orthogonal_init=False)
+    torch.manual_seed(0)
+    default = nn.Linear(11, 64)
+    torch.testing.assert_close(policy.actor_mean[0].weight, default.weight, rtol=0, atol=0)
+    torch.testing.assert_close(policy.actor_mean[0].bias, default.bias, rtol=0, atol=0)
+    out = policy.actor_mean[-1].weight  # torch's default: uniform in +-1/sqrt(64), far from the 0.01 gain
+    assert out.abs().max().item() <= 1 / 8 and (out @ out.T).diagonal().mean().item() > 1e-2
+    torch.manual_seed(0)
+    orthogonal = GaussianActorCritic(11, 3)
+    hidden = orthogonal.actor_mean[0].weight
+    torch.testing.assert_close(hidden.T @ hidden, 2.0 * torch.eye(11), atol=1e-5, rtol=0)
+
+
+def test_the_training_loop_builds_the_network_the_config_asks_for(tmp_path, monkeypatch):
+    built = []
+
+    class Recorded(GaussianActorCritic):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            built.append((self, self.actor_mean[0].bias.detach().clone()))  # the bias before training moves it
+
+    monkeypatch.setattr(agents.walkers.train, "GaussianActorCritic", Recorded)
+    args = ["--activation", "relu", "--no-orthogonal-init", "--hidden-sizes", "16", "8", "--num-steps", "128"]
+    train(parse_train_args([*args, *SMALL_RUN, "--minibatch-size", "32", "--runs-dir", str(tmp_path)]))
+    ((policy, initial_bias),) = built
+    assert [type(layer) for layer in policy.critic] == [nn.Linear, nn.ReLU, nn.Linear, nn.ReLU, nn.Linear]
+    assert policy.actor_mean[0].out_features == 16 and initial_bias.abs().min().item() > 0  # orthogonal init: zeros
+
+
+def test_bad_networks_and_settings_fail_in_one_line():
+    config = TrainConfig()
+    with pytest.raises(ConfigError, match="^--activation must be one of tanh, relu, got 'sigmoid'$"):
+        validate_config(dataclasses.replace(config, policy=dataclasses.replace(config.policy, activation="sigmoid")))
+    with pytest.raises(ValueError, match="activation must be one of"):
+        GaussianActorCritic(3, 1, activation="sigmoid")
+    with pytest.raises(ValueError, match="PPOConfig has no field 'gama'"):
+        with_settings(config, (Setting("ppo.gama", 0.9, "a typo"),))
