@@ -34,7 +34,7 @@ def test_help_lists_every_option_with_its_docstring():
     text = " ".join(result.stdout.replace("│", " ").split())  # undo the help box's line wrapping
     for flag, words in [
         ("--env-id", "Gymnasium id"),
-        ("--num-envs", "SyncVectorEnv"),
+        ("--num-envs", "Parallel environments stepped in each process"),
         ("--minibatch-size", "paper: 64"),
         ("--torch-threads", "set_num_threads"),
         ("--resume", "latest checkpoint"),

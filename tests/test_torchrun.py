@@ -136,9 +136,16 @@ def test_an_fsdp2_text_run_matches_plain_data_parallelism_and_resumes_from_its_w
         "--minibatch-size", "2", "--no-anneal-lr", "--no-progress", "--runs-dir", str(tmp_path),
         "--checkpoint-every", "1", "--eval-every", "2", "--eval-prompts", "5",
     ]  # fmt: skip
+    # a reward with signal: with all-zero rewards the whitened advantages are rounding noise, which no two
+    # reduction orders (reduce-scatter against all-reduce) share
+    (tmp_path / "rewards.py").write_text(
+        "def score(prompts, completions):\n    return [c.count('o') - 0.5 * c.count('e') for c in completions]\n"
+    )
+    (tmp_path / "prompts.txt").write_text("the movie was\na film\nthis story is very\none actor\n")
+    task = ["custom", "--prompts-file", str(tmp_path / "prompts.txt"), "--reward", f"{tmp_path / 'rewards.py'}:score"]
     for name, extra in (("dp", []), ("fsdp", ["--fsdp"]), ("split", ["--fsdp"])):
         budget = "64" if name == "split" else "128"
-        result = torchrun(*common, *extra, "--total-steps", budget, "--run-name", name, "arithmetic")
+        result = torchrun(*common, *extra, "--total-steps", budget, "--run-name", name, *task)
         assert result.returncode == 0, result.stderr[-8000:]
     # the split run stopped halfway; given the whole budget, it resumes from the gathered (whole) checkpoint
     config = json.loads((tmp_path / "split" / "config.json").read_text())
