@@ -15,6 +15,7 @@ as Gymnasium writes them.
 from __future__ import annotations
 
 import copy
+from abc import ABC, abstractmethod
 from typing import ClassVar, NamedTuple
 
 import gymnasium as gym
@@ -62,7 +63,7 @@ class ResetState(NamedTuple):
     """``(nv,)``."""
 
 
-class BatchedTask:
+class BatchedTask(ABC):
     """One Gymnasium v5 task's definitions over N simulations; ``env`` is a Gymnasium env of the task, read for its
     settings (weights, ranges, ``init_qpos``, ``dt``) and never stepped."""
 
@@ -73,13 +74,13 @@ class BatchedTask:
         self.env = env
         self.dt = env.dt
 
+    @abstractmethod
     def observe(self, sims: Simulations, rows: np.ndarray | slice) -> np.ndarray:
         """``(n, obs_dim)`` float64 observations of the simulations ``rows``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def outcome(self, sims: Simulations, qpos_before: np.ndarray, actions: np.ndarray) -> StepOutcome:
         """Reward, termination and info of the step from ``qpos_before`` ``(N, nq)`` with ``actions`` ``(N, nu)``."""
-        raise NotImplementedError
 
     def reset_state(self, rng: np.random.Generator) -> ResetState:
         """``reset_model``'s state for one simulation, drawing from ``rng`` as Gymnasium draws from ``np_random``."""
