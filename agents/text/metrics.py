@@ -4,18 +4,25 @@ reference KL, reward-hacking signs, the group and dynamic-sampling counts, and t
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 import numpy as np
 import torch
 
+from agents.core.advantages import PolicyTokens
 from agents.core.distributed import all_reduce_sum, gather_objects, world_size
 from agents.core.objectives import ReferenceKL, SamplingPlan
 from agents.text.rollout import SampledBatch, TextRollout
 
 
-def text_diagnostics(response_ids: torch.Tensor, response_mask: torch.Tensor) -> dict[str, float]:
-    """Reward-hacking signs: mean length, distinct-token ratio and bigram repetition rate of the completions."""
+def text_diagnostics(rollout: TextRollout) -> dict[str, float]:
+    """Reward-hacking signs: mean length, distinct-token ratio and bigram repetition rate of the completions (of a
+    dialogue's policy tokens, its turns run together)."""
+    response_ids, response_mask = rollout.response_ids, rollout.response_mask
+    if rollout.turns is not None:
+        tokens = PolicyTokens.of(rollout.turns.policy_mask)
+        response_ids, response_mask = tokens.gather(response_ids), tokens.valid.long()
     lengths = response_mask.sum(-1)
     distinct, repeated = [], []
     for ids, n in zip(response_ids.tolist(), lengths.tolist()):
@@ -31,6 +38,44 @@ def text_diagnostics(response_ids: torch.Tensor, response_mask: torch.Tensor) ->
         "distinct_token_ratio": float(np.mean(distinct)) if distinct else float("nan"),
         "repetition_rate": float(np.mean(repeated)) if repeated else float("nan"),
     }
+
+
+def turn_metrics(rollout: TextRollout, critic: bool) -> dict[str, float]:
+    """Multi-turn games, over every process's episodes: ``turn_reward_k``, the mean reward of turn k (1 for the
+    first) over the episodes that played it, and with a critic ``turn_explained_variance_k``, the critic's explained
+    variance ``1 - Var(R - V) / Var(R)`` over the policy tokens of turn k; nothing for single-turn tasks. (Turns per
+    episode, success and truncation are the ``task_`` metrics.)"""
+    turns = rollout.turns
+    if turns is None:
+        return {}
+    max_turns = turns.turn_rewards.shape[1]
+    played = (torch.arange(max_turns, device=turns.turns.device) < turns.turns.unsqueeze(1)).float()
+    batch = rollout.batch
+    in_turn = (turns.turn_index == torch.arange(max_turns, device=played.device).view(-1, 1, 1)).float()  # (K, B, T)
+    returns, residuals = batch.returns, batch.returns - batch.old_values
+    sums = torch.stack(
+        [
+            (turns.turn_rewards * played).sum(0),
+            played.sum(0),
+            in_turn.sum((1, 2)),
+            (in_turn * returns).sum((1, 2)),
+            (in_turn * returns**2).sum((1, 2)),
+            (in_turn * residuals).sum((1, 2)),
+            (in_turn * residuals**2).sum((1, 2)),
+        ]
+    )
+    reward, episodes, tokens, r, r2, e, e2 = all_reduce_sum(sums.double().cpu())
+    metrics = {}
+    for k in range(max_turns):
+        if episodes[k] == 0:
+            continue
+        metrics[f"turn_reward_{k + 1}"] = float(reward[k] / episodes[k])
+        if critic and tokens[k] > 1:
+            variance = r2[k] / tokens[k] - (r[k] / tokens[k]) ** 2
+            residual_variance = e2[k] / tokens[k] - (e[k] / tokens[k]) ** 2
+            explained = 1.0 - residual_variance / variance if variance > 0 else float("nan")
+            metrics[f"turn_explained_variance_{k + 1}"] = float(explained)
+    return metrics
 
 
 def mean_over_processes(value: torch.Tensor) -> float:
@@ -86,7 +131,15 @@ def sampling_metrics(filled: SampledBatch, plan: SamplingPlan) -> dict[str, floa
     }
 
 
-def sample_rows(raw_prompts: list[str], rollout: TextRollout, count: int) -> list[dict]:
-    """The first ``count`` completions with their training prompts and scores, for ``samples.jsonl``."""
-    samples = zip(raw_prompts, rollout.completions, rollout.scores.tolist())
-    return [{"prompt": p, "completion": c, "score": s} for p, c, s in samples][:count]
+def gathered_eval_metrics(
+    rewards: list[float], metrics: dict[str, list[float]], lengths: list[int], started: float
+) -> dict[str, float]:
+    """The held-out figures of this process's share, gathered from every process: ``eval_reward`` (the mean reward),
+    ``eval_<name>`` for each metric, ``eval_response_length`` and ``eval_seconds`` since ``started``."""
+    parts = gather_objects((rewards, metrics, lengths))
+    eval_metrics = {"eval_reward": float(np.mean([r for part, _, _ in parts for r in part]))}
+    for name in metrics:
+        eval_metrics[f"eval_{name}"] = float(np.mean([v for _, named, _ in parts for v in named[name]]))
+    eval_metrics["eval_response_length"] = float(np.mean([n for _, _, part in parts for n in part]))
+    eval_metrics["eval_seconds"] = time.perf_counter() - started
+    return eval_metrics

@@ -1,6 +1,8 @@
 """Collecting text experience: sample completions with the KV cache, score them, and build a by-sequence batch:
 GAE over per-token rewards shaped with the reference KL (PPO), or one group-relative advantage per completion
-(GRPO, Dr. GRPO, RLOO, DAPO: G completions of each prompt side by side, no critic)."""
+(GRPO, Dr. GRPO, RLOO, DAPO: G completions of each prompt side by side, no critic). A multi-turn dialogue is a
+completion whose ``TurnStructure`` says which of its tokens are the policy's: only those carry a loss and an
+advantage."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from agents.core.advantages import compute_gae, reinforce_pp_advantages, whiten
+from agents.core.advantages import bi_level_gae, policy_token_gae, reinforce_pp_advantages, whiten
 from agents.core.batch import Minibatch
 from agents.core.distributed import all_reduce_sum
 from agents.core.group_advantages import (
@@ -25,7 +27,7 @@ from agents.core.group_advantages import (
 )
 from agents.core.objectives import REINFORCE_PP_ESTIMATORS, AdvantageEstimator, ReferenceKL, SamplingPlan
 from agents.text.actor_critic import LMActorCritic, ReferencePolicy, sample_responses
-from agents.text.config import TextEnvConfig, TextTrainConfig, reference_kl_placement
+from agents.text.config import MultiTurnGAE, TextEnvConfig, TextTrainConfig, reference_kl_placement
 from envs.text.tokens import decode_completion, encode_prompt, pad_token_id
 
 
@@ -50,6 +52,10 @@ class TextBatchSettings(NamedTuple):
     """DAPO's soft overlong penalty over the last ``overlong_cache`` tokens before the limit; 0 = off."""
     sampling_batch: int = 64
     """Sequences sampled together with one KV cache."""
+    turn_gamma: float = 1.0
+    """Multi-turn: the discount from a turn's last token to the next turn's first."""
+    multi_turn_gae: MultiTurnGAE = "token"
+    """Multi-turn, with a critic: ``token`` (GAE over the policy's tokens) or ``bi-level`` (turns, then tokens)."""
 
     @classmethod
     def from_config(cls, config: TextTrainConfig) -> TextBatchSettings:
@@ -70,7 +76,47 @@ class TextBatchSettings(NamedTuple):
             reference_kl=reference_kl_placement(config),
             overlong_cache=plan.overlong_cache,
             sampling_batch=text.sampling_batch,
+            turn_gamma=text.turn_gamma,
+            multi_turn_gae=text.multi_turn_gae,
         )
+
+
+class TurnStructure(NamedTuple):
+    """Which tokens of multi-turn completions are whose, and what each turn earned; ``(B, T)`` like the responses,
+    the per-turn fields ``(B, max_turns)``."""
+
+    policy_mask: torch.Tensor
+    """1.0 on the policy's tokens, 0.0 on the environment's replies and on padding: the loss mask."""
+    turn_ends: torch.Tensor
+    """True at the last token of each turn the game scored (where its reward is given)."""
+    turn_index: torch.Tensor
+    """int64: the turn (0 for the first) each policy token belongs to; -1 off the policy's tokens."""
+    turn_rewards: torch.Tensor
+    """The game's reward for each scored turn, 0 past the last."""
+    turns: torch.Tensor
+    """``(B,)`` turns the game scored."""
+    success: torch.Tensor
+    """``(B,)`` bool: the game was solved."""
+    truncated: torch.Tensor
+    """``(B,)`` bool: the context filled before the episode ended."""
+    episode_seeds: torch.Tensor
+    """``(B,)`` int64: the game seed each episode was played from."""
+
+    def token_rewards(self) -> torch.Tensor:
+        """``(B, T)``: each scored turn's reward on its last token, 0 elsewhere."""
+        rewards = torch.zeros_like(self.policy_mask)
+        rows, columns = self.turn_ends.nonzero(as_tuple=True)
+        scored = torch.arange(self.turn_rewards.shape[1], device=rewards.device) < self.turns.unsqueeze(1)
+        rewards[rows, columns] = self.turn_rewards[scored].to(rewards.dtype)  # both in row-major order
+        return rewards
+
+    def rows(self, index: torch.Tensor) -> TurnStructure:
+        return TurnStructure(*(field[index] for field in self))
+
+
+def pad_columns(tensor: torch.Tensor, length: int, value: float) -> torch.Tensor:
+    """``(B, T)`` right-padded with ``value`` to ``(B, length)``."""
+    return torch.nn.functional.pad(tensor, (0, length - tensor.shape[1]), value=value)
 
 
 class TextRollout(NamedTuple):
@@ -95,6 +141,8 @@ class TextRollout(NamedTuple):
     """Groups of the batch whose rewards are all equal (they carry no gradient); 0 for PPO."""
     overlong_penalty: torch.Tensor | None = None
     """``(B,)`` DAPO's soft overlong penalty, already in ``scores``; None when off."""
+    turns: TurnStructure | None = None
+    """Multi-turn dialogues' structure (``SampledCompletions.turns``); None for single-turn completions."""
 
 
 class SampledCompletions(NamedTuple):
@@ -112,6 +160,14 @@ class SampledCompletions(NamedTuple):
     """``(B,)`` task score, after the EOS penalty and the overlong penalty."""
     task_metrics: dict[str, list[float]]
     overlong_penalty: torch.Tensor | None
+    turns: TurnStructure | None = None
+    """Multi-turn dialogues: whose each token is and each turn's reward (``scores`` is then the episode's return);
+    None for single-turn completions, whose every response token is the policy's."""
+
+    @property
+    def generated_tokens(self) -> int:
+        """Tokens the policy generated: a dialogue's replies are the environment's."""
+        return int((self.response_mask if self.turns is None else self.turns.policy_mask).sum())
 
     def rows(self, indices: list[int]) -> SampledCompletions:
         """The completions at ``indices``, in that order."""
@@ -126,35 +182,62 @@ class SampledCompletions(NamedTuple):
             self.scores[index],
             {name: [values[i] for i in indices] for name, values in self.task_metrics.items()},
             None if self.overlong_penalty is None else self.overlong_penalty[index],
+            None if self.turns is None else self.turns.rows(index),
         )
 
 
 def concatenate_samples(parts: list[SampledCompletions]) -> SampledCompletions:
-    """Several ``SampledCompletions`` as one, in order (prompts are re-padded when the batch is built)."""
+    """Several ``SampledCompletions`` as one, in order (prompts are re-padded when the batch is built; responses of
+    unequal lengths, as dialogues have, are right-padded to the longest with id 0, which attention never reads)."""
     metrics: dict[str, list[float]] = {}
     for part in parts:
         for name, values in part.task_metrics.items():
             metrics.setdefault(name, []).extend(values)
     penalties = [part.overlong_penalty for part in parts]
+    length = max(part.response_ids.shape[1] for part in parts)
+
+    def columns(tensors: list[torch.Tensor], value: float) -> torch.Tensor:
+        return torch.cat([pad_columns(tensor, length, value) for tensor in tensors])
+
+    turns = None
+    if parts[0].turns is not None:
+        structures = [part.turns for part in parts]
+        turns = TurnStructure(
+            columns([t.policy_mask for t in structures], 0.0),
+            columns([t.turn_ends for t in structures], False),
+            columns([t.turn_index for t in structures], -1),
+            *(torch.cat(fields) for fields in list(zip(*structures))[3:]),
+        )
     return SampledCompletions(
         [p for part in parts for p in part.prompts],
         [ids for part in parts for ids in part.prompt_ids],
-        torch.cat([part.response_ids for part in parts]),
-        torch.cat([part.response_mask for part in parts]),
+        columns([part.response_ids for part in parts], 0),
+        columns([part.response_mask for part in parts], 0),
         torch.cat([part.ended for part in parts]),
         [c for part in parts for c in part.completions],
         torch.cat([part.scores for part in parts]),
         metrics,
         None if any(p is None for p in penalties) else torch.cat(penalties),
+        turns,
     )
 
 
-def shaped_rewards(kl: torch.Tensor, scores: torch.Tensor, mask: torch.Tensor, ref_kl_coef: float) -> torch.Tensor:
-    """Per-token reward ``r_t = -beta_ref * (log pi(y_t) - log pi_ref(y_t))``, plus the score on each
-    sequence's last valid token (Ziegler et al. 2019); ``kl, mask (B, T), scores (B,) -> (B, T)``."""
+def shaped_rewards(
+    kl: torch.Tensor, scores: torch.Tensor, mask: torch.Tensor, ref_kl_coef: float, turns: TurnStructure | None = None
+) -> torch.Tensor:
+    """Per-token reward ``r_t = -beta_ref * (log pi(y_t) - log pi_ref(y_t))`` on the policy's tokens (``mask``), plus
+    the outcome: single-turn, the score on each sequence's last valid token (Ziegler et al. 2019); multi-turn
+    (``turns``), each turn's reward on its last token, and whatever ``scores`` adds to the episode's turn rewards (0
+    for the returns themselves; minus the group's mean for REINFORCE++'s baseline) on the last policy token.
+    ``kl, mask (B, T), scores (B,) -> (B, T)``."""
     rewards = -ref_kl_coef * kl * mask
-    last = (mask.sum(-1).long() - 1).clamp(min=0)
-    rewards[torch.arange(rewards.shape[0]), last] += scores
+    if turns is None:
+        last = (mask.sum(-1).long() - 1).clamp(min=0)
+        rewards[torch.arange(rewards.shape[0]), last] += scores
+        return rewards
+    last = mask.shape[1] - 1 - mask.flip(1).argmax(1)  # the last policy token of each row
+    rewards = rewards + turns.token_rewards()
+    rewards[torch.arange(rewards.shape[0]), last] += scores - turns.turn_rewards.sum(1)
     return rewards
 
 
@@ -263,7 +346,8 @@ def build_text_batch(
         "response_ids": response_ids,
         "old_logp": torch.zeros(response_ids.shape, device=device),
     }
-    mask = response_mask.float()
+    turns = samples.turns
+    mask = response_mask.float() if turns is None else turns.policy_mask  # a dialogue's replies carry no loss
     policy.eval()
     old_logp, values, ref_logp = [], [], []
     for i in range(0, size, settings.forward_batch):
@@ -281,32 +365,24 @@ def build_text_batch(
     inputs["old_logp"] = old_logp
     kl = (old_logp - ref_logp) * mask
     in_reward = ref_kl_coef if settings.reference_kl == "reward" else 0.0
+    turn_ends = torch.zeros_like(mask) if turns is None else turns.turn_ends
 
     zero_variance = 0
     if settings.advantage_estimator == "gae":
-        rewards = shaped_rewards(kl, scores, mask, in_reward)
-        last = (mask.sum(-1).long() - 1).clamp(min=0)
-        terminated = torch.zeros_like(mask)
-        terminated[torch.arange(size), last] = 1.0  # EOS or the token limit ends the episode with its score
-        next_values = torch.cat([values[:, 1:], torch.zeros_like(values[:, :1])], dim=1)
-        advantages, returns = compute_gae(
-            rewards.T,
-            values.T,
-            next_values.T,
-            terminated.T,
-            torch.zeros_like(mask).T,
-            mask.T,
-            settings.gamma,
-            settings.gae_lambda,
-        )
-        advantages, returns = advantages.T.contiguous(), returns.T.contiguous()
+        rewards = shaped_rewards(kl, scores, mask, in_reward, turns)
+        gae = bi_level_gae if settings.multi_turn_gae == "bi-level" else policy_token_gae
+        advantages, returns = gae(
+            rewards, values, mask, turn_ends, settings.gamma, settings.gae_lambda, settings.turn_gamma
+        )  # the last policy token is terminal: EOS, the token limit or the game's end ends the episode
         if settings.whiten_advantages:
             advantages = whiten(advantages, mask, sum_over_processes=all_reduce_sum)  # over every process's batch
     elif settings.advantage_estimator in REINFORCE_PP_ESTIMATORS:
         baseline = settings.advantage_estimator == "reinforce++-baseline"
         outcome = dr_grpo_advantages(scores, settings.group_size) if baseline else scores  # score - group mean
-        rewards = shaped_rewards(kl, outcome, mask, in_reward)
-        advantages = reinforce_pp_advantages(rewards, mask, settings.gamma, sum_over_processes=all_reduce_sum)
+        rewards = shaped_rewards(kl, outcome, mask, in_reward, turns)
+        advantages = reinforce_pp_advantages(
+            rewards, mask, settings.gamma, all_reduce_sum, turn_ends, settings.turn_gamma
+        )
         returns = torch.zeros_like(mask)
         zero_variance = int(zero_variance_groups(scores, settings.group_size).sum())
     else:
@@ -337,6 +413,7 @@ def build_text_batch(
         int(mask.sum()),
         zero_variance,
         samples.overlong_penalty,
+        turns,
     )
 
 
@@ -365,7 +442,7 @@ def sample_batch(
     advantages are exactly 0, so its size (and every process's share) stays fixed. Otherwise one call fills it."""
     if not plan.drop_zero_variance:
         samples = sample_groups(groups_wanted)
-        return SampledBatch(samples, 1, groups_wanted, 0, 0, int(samples.response_mask.sum()))
+        return SampledBatch(samples, 1, groups_wanted, 0, 0, samples.generated_tokens)
     group_size = plan.group_size
     rounds: list[SampledCompletions] = []
 
@@ -385,7 +462,7 @@ def sample_batch(
         filled.groups_sampled,
         filled.groups_dropped,
         len(filled.fillers),
-        sum(int(part.response_mask.sum()) for part in rounds),
+        sum(part.generated_tokens for part in rounds),
     )
 
 
@@ -418,6 +495,11 @@ class PromptGroups:
         raw = [self.raw_prompt_of.get(p, p) for p in prompts]
         self.raw_prompt_of.clear()
         return raw
+
+    def logged_rows(self, rollout: TextRollout, count: int) -> list[dict]:
+        """The first ``count`` completions with their training prompts and scores, for ``samples.jsonl``."""
+        samples = zip(self.training_prompts(rollout.prompts), rollout.completions, rollout.scores.tolist())
+        return [{"prompt": p, "completion": c, "score": s} for p, c, s in samples][:count]
 
 
 class HeldoutCompletions(NamedTuple):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -27,6 +28,7 @@ from agents.core.distributed import (
 )
 from agents.core.kl import FixedPenalty, KLController, ProportionalKL
 from agents.core.minibatch_step import make_minibatch_step
+from agents.core.objectives import uses_critic
 from agents.core.optimizer import AdamState
 from agents.core.update import ppo_update
 from agents.runs.checkpoint import (
@@ -47,19 +49,21 @@ from agents.text.config import (
     reference_kl_placement,
     validate_text_config,
 )
+from agents.text.dialogue import DialogueSettings, GameGroups, heldout_game_metrics
 from agents.text.evaluate import heldout_metrics
 from agents.text.metrics import (
     group_metrics,
     mean_over_processes,
     reference_kl_metrics,
-    sample_rows,
     sampling_metrics,
     score_metrics,
     text_diagnostics,
+    turn_metrics,
 )
 from agents.text.proxy import PROXY_REPORT_FILE, run_task
 from agents.text.rollout import PromptGroups, TextBatchSettings, build_text_batch, sample_batch
 from agents.text.sharding import gathered_weights, shard_policy, unsharded_copy
+from envs.text.games import game_factory, is_game_config
 from envs.text.tasks import Task, checked_scores
 
 
@@ -174,12 +178,13 @@ def precision(text: TextEnvConfig, device: torch.device):
     return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
 
 
-def evaluate(policy: LMActorCritic, tokenizer, task: Task, config: TextTrainConfig, device) -> dict[str, float]:
-    """Held-out scores of the policy as it is now (``--eval-every``), with the same noise every time."""
+def evaluate(policy: LMActorCritic, heldout: Callable, config: TextTrainConfig, device) -> dict[str, float]:
+    """Held-out scores of the policy as it is now (``--eval-every``), with the same noise every time:
+    ``heldout(lm, seed)`` is the task's ``heldout_metrics`` or the game's ``heldout_game_metrics``."""
     policy.eval()
     reset_peak_memory(device)
     with precision(config.text, device), gathered_weights(policy):
-        metrics = heldout_metrics(policy.lm, tokenizer, task, config.text, config.run.seed)
+        metrics = heldout(policy.lm, seed=config.run.seed)
     return {**metrics, **largest_peaks({"eval_peak_gb": peak_memory_gb(device)})}
 
 
@@ -195,9 +200,10 @@ def train_text(config: TextTrainConfig) -> Path:
     torch.manual_seed(run_cfg.seed)
     policy, reference, tokenizer = build_policy(config, device)
     process_seed = run_cfg.seed + rank()  # every process samples its own prompts and completions
+    playing = is_game_config(text.task)  # a multi-turn game instead of a single-turn task
     # a proxy reward is fitted to the starting policy's samples, before any update or sharding
-    task = run_task(text, starting_model=lambda: (policy.lm, tokenizer))
-    train_prompts = task.prompts("train")
+    task = None if playing else run_task(text, starting_model=lambda: (policy.lm, tokenizer))
+    new_game = game_factory(text.task) if playing else None  # a game that cannot be built fails here
     params = broadcast_trainable(policy)  # identical initial weights on every process
     if text.fsdp:
         shard_policy(policy, reference, device)  # each process keeps its shard of the weights it was given
@@ -228,17 +234,25 @@ def train_text(config: TextTrainConfig) -> Path:
         reference_kl_estimator=text.ref_kl_estimator,
     )
     settings = TextBatchSettings.from_config(config)
-    score = functools.partial(task_scores, task, state.score_normalizer)
-    sample_groups = PromptGroups(
-        policy, tokenizer, train_prompts, text.chat_template, score, settings, state.prompt_rng,
-        state.sampling_generator,
-    )  # fmt: skip
+    if playing:  # episodes of the game, G of each seed side by side
+        sample_groups = GameGroups(
+            policy, tokenizer, new_game, settings, DialogueSettings.from_text(text), state.prompt_rng,
+            state.sampling_generator,
+        )  # fmt: skip
+        heldout = functools.partial(heldout_game_metrics, tokenizer=tokenizer, new_game=new_game, text=text)
+    else:
+        score = functools.partial(task_scores, task, state.score_normalizer)
+        sample_groups = PromptGroups(
+            policy, tokenizer, task.prompts("train"), text.chat_template, score, settings, state.prompt_rng,
+            state.sampling_generator,
+        )  # fmt: skip
+        heldout = functools.partial(heldout_metrics, tokenizer=tokenizer, task=task, text=text)
     groups_wanted = text.prompts_per_iteration // world_size() // plan.group_size
 
     progress = RunProgress(run_cfg, ppo_cfg.total_steps, min(state.global_step, ppo_cfg.total_steps), unit="tok")
     try:
         if text.eval_every and state.iteration == 0:  # the starting policy, before any update
-            logger.log({"iteration": 0, "global_step": 0, **evaluate(policy, tokenizer, task, config, device)})
+            logger.log({"iteration": 0, "global_step": 0, **evaluate(policy, heldout, config, device)})
         while state.global_step < ppo_cfg.total_steps:
             state.iteration += 1
             iteration = state.iteration
@@ -285,7 +299,8 @@ def train_text(config: TextTrainConfig) -> Path:
                 **score_metrics(rollout),
                 **reference_kl_metrics(mean_ref_kl, state.reference_kl.beta, placement),
                 "eos_rate": mean_over_processes(rollout.ended.float()),
-                **text_diagnostics(rollout.response_ids, rollout.response_mask),
+                **text_diagnostics(rollout),
+                **turn_metrics(rollout, critic=uses_critic(objective)),
                 **group_metrics(rollout, plan.group_size),
                 **sampling_metrics(sampled, plan),
                 "critic_warmup": float(warming_up),
@@ -295,9 +310,9 @@ def train_text(config: TextTrainConfig) -> Path:
             }
             last = state.global_step >= ppo_cfg.total_steps
             if text.eval_every and (iteration % text.eval_every == 0 or last):
-                metrics.update(evaluate(policy, tokenizer, task, config, device))
+                metrics.update(evaluate(policy, heldout, config, device))
             logger.log(metrics)
-            rows = sample_rows(sample_groups.training_prompts(rollout.prompts), rollout, text.samples_to_log)
+            rows = sample_groups.logged_rows(rollout, text.samples_to_log)
             if rows:
                 logger.log_samples(iteration, state.global_step, rows)
             progress.advance(tokens, reward=f"{metrics['reward']:.2f}", kl=f"{mean_ref_kl:.2f}")

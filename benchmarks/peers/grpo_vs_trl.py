@@ -22,7 +22,7 @@ too), so both are sampled by one routine on the same 40 held-out questions, ``--
     python -m benchmarks.peers.grpo_vs_trl --trl-python /work/trl-venv/bin/python --iterations 3
     python -m benchmarks.peers.grpo_vs_trl --trl-python /work/trl-venv/bin/python --token-budget 5000 --seeds 1 2
     python -m benchmarks.peers.grpo_vs_trl --trl-python ... --token-budget 5000 --seeds 1 2 \
-        --ours-options "--adam-eps 1e-8" --label -eps8
+        --ours-options="--adam-eps 1e-8" --label=-eps8
 """
 
 from __future__ import annotations
@@ -209,7 +209,8 @@ def main() -> None:
         "--ours-options",
         default="",
         help="learning: more `ppo train text` options for our side, "
-        'one change at a time (e.g. "--adam-eps 1e-8"); TRL runs once per seed whatever they are',
+        'one change at a time, written with = (--ours-options="--adam-eps 1e-8"); '
+        "TRL runs once per seed whatever they are",
     )
     parser.add_argument("--label", default="", help="learning: a suffix naming our runs of these --ours-options")
     args = parser.parse_args()

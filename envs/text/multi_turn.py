@@ -23,7 +23,17 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from envs.text.games import Game, GameError, checked_reset, checked_step, game_name, make_game
+from envs.text.games import (
+    CalculatorConfig,
+    Game,
+    GameError,
+    GuessNumberConfig,
+    MastermindConfig,
+    checked_reset,
+    checked_step,
+    game_name,
+    make_game,
+)
 from envs.text.models import DEFAULT_MODEL, load_tokenizer
 from envs.text.tokens import decode_completion, pad_token_id
 
@@ -33,9 +43,9 @@ PLAIN_SEPARATOR = "\n"
 """Without a chat template the opening and each reply are lines of their own: this ends the opening and comes before
 and after each reply."""
 ENV_IDS = {
-    "ppo/GuessNumber-v0": {"game": "guess-number", "max_turns": 6},  # bisection of 1..20 needs 5 guesses
-    "ppo/Mastermind-v0": {"game": "mastermind", "max_turns": 6},  # minimax play cracks any of the 64 codes in 4
-    "ppo/Calculator-v0": {"game": "calculator", "max_turns": 4},  # a call, an answer, and room for a retry each
+    "ppo/GuessNumber-v0": {"game": "guess-number", "max_turns": GuessNumberConfig.max_turns},
+    "ppo/Mastermind-v0": {"game": "mastermind", "max_turns": MastermindConfig.max_turns},
+    "ppo/Calculator-v0": {"game": "calculator", "max_turns": CalculatorConfig.max_turns},
     "ppo/MultiTurn-v0": {},
 }
 """Each registered id and the keyword defaults it adds to ``MultiTurnTextEnv``'s own."""

@@ -48,6 +48,8 @@ class CalculatorConfig:
     """Answer an arithmetic question, with a calculator to call first."""
 
     name: ClassVar[str] = "calculator"
+    max_turns: ClassVar[int] = 4  # a call, an answer, and room for a retry each
+    """The default turn limit of its episodes."""
     operation: str = "*"
     """The question's operation: '*' (a product) or '+' (a sum)."""
     terms: int = 2

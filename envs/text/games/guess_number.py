@@ -24,6 +24,8 @@ class GuessNumberConfig:
     """Guess a whole number from 1 to ``high`` from higher/lower replies."""
 
     name: ClassVar[str] = "guess-number"
+    max_turns: ClassVar[int] = 6  # bisection of 1..20 needs 5 guesses
+    """The default turn limit of its episodes."""
     high: int = 20
     """The largest number the game may draw (the smallest is 1)."""
 

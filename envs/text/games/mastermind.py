@@ -25,6 +25,8 @@ class MastermindConfig:
     """Crack a code of digits from exact/partial feedback."""
 
     name: ClassVar[str] = "mastermind"
+    max_turns: ClassVar[int] = 6  # minimax play cracks any of the 64 codes in 4
+    """The default turn limit of its episodes."""
     positions: int = 3
     """Digits in the code."""
     colours: int = 4
