@@ -10,8 +10,9 @@ import torch
 
 from agents.core.advantages import bi_level_gae, compute_gae, policy_token_gae, reinforce_pp_advantages, whiten
 from agents.core.config import ConfigError
+from agents.core.group_advantages import step_group_advantages
 from agents.core.minibatch_step import LossSettings, autograd_gradients
-from agents.core.objectives import GRPO, Clip
+from agents.core.objectives import GRPO, Clip, GiGPO
 from agents.runs.checkpoint import load_checkpoint
 from agents.runs.config import RunConfig
 from agents.runs.logger import METRICS_FILE, SAMPLES_FILE, read_jsonl
@@ -19,7 +20,7 @@ from agents.text.actor_critic import LMActorCritic, ReferencePolicy
 from agents.text.config import TEXT_PPO_DEFAULTS, TextEnvConfig, TextTrainConfig, validate_text_config
 from agents.text.dialogue import DialogueSettings, dialogue_completions, play_episodes, sample_dialogues
 from agents.text.evaluate import evaluate_text_run
-from agents.text.rollout import TextBatchSettings, build_text_batch
+from agents.text.rollout import TextBatchSettings, TurnStructure, build_text_batch, gigpo_advantages, turn_states
 from agents.text.train import train_text
 from envs.text.games import CustomGameConfig, GameError, GuessNumberConfig
 from envs.text.models import build_tiny_model
@@ -262,8 +263,12 @@ def test_a_game_trains_logs_dialogues_and_per_turn_metrics_and_evaluates(tmp_pat
 
 @pytest.mark.parametrize(
     "objective,text",
-    [(GRPO(group_size=2), {}), (Clip(), {"multi_turn_gae": "bi-level", "turn_gamma": 0.9})],
-    ids=["grpo-episode-groups", "clip-bi-level"],
+    [
+        (GRPO(group_size=2), {}),
+        (Clip(), {"multi_turn_gae": "bi-level", "turn_gamma": 0.9}),
+        (GiGPO(group_size=2), {"turn_gamma": 0.9}),
+    ],
+    ids=["grpo-episode-groups", "clip-bi-level", "gigpo"],
 )
 def test_group_and_bi_level_credit_train_on_a_game(tmp_path, game_file, objective, text):
     run_dir = train_text(game_config(tmp_path, "run", game_file, objective=objective, total_steps=96, **text))
@@ -271,7 +276,7 @@ def test_group_and_bi_level_credit_train_on_a_game(tmp_path, game_file, objectiv
     assert records and records[-1]["global_step"] >= 96
     assert all(r["policy_loss"] == r["policy_loss"] for r in records)  # finite, not NaN
     seeds = [row["game_seed"] for row in read_jsonl(run_dir / SAMPLES_FILE)[0]["samples"]]
-    if objective.name == "grpo":  # G episodes of one game seed side by side
+    if objective.name != "clip":  # G episodes of one game seed side by side
         assert seeds[0] == seeds[1] and seeds[2] == seeds[3]
 
 
@@ -350,3 +355,83 @@ def test_held_out_episodes_do_not_depend_on_the_batching(tiny):
     assert together.completions == apart.completions
     assert torch.equal(together.turns.policy_mask, apart.turns.policy_mask)
     assert torch.equal(together.scores, apart.scores)
+
+
+def test_step_group_advantages_normalise_within_each_state_against_hand_values():
+    returns = torch.tensor([1.0, 0.0, 0.5, 2.0, 0.3, 0.3], dtype=torch.float64)
+    groups = torch.tensor([7, 7, 7, 3, 9, 9])
+    out = step_group_advantages(returns, groups, eps=0.0)
+    mean, std = 0.5, 0.5  # of 1, 0, 0.5: unbiased std sqrt((0.25 + 0.25 + 0) / 2)
+    expected = torch.tensor([(1 - mean) / std, (0 - mean) / std, 0.0, 0.0, 0.0, 0.0], dtype=torch.float64)
+    assert torch.allclose(out, expected, atol=1e-12)  # a lone step and a tie give exactly 0
+    assert out[3] == 0 and out[4] == 0 and out[5] == 0
+
+
+def scripted_turns():
+    """Two groups of two episodes (two turns at most, T = 7): ``P P E E P P .``; episodes 0 and 1 got the same reply
+    (token 5) after turn 1, episode 2 another (token 6), episode 3 stopped after one turn."""
+    policy = torch.tensor([[1, 1, 0, 0, 1, 1, 0]] * 3 + [[1, 1, 0, 0, 0, 0, 0]], dtype=torch.float32)
+    response_ids = torch.tensor([[1, 2, 5, 5, 3, 4, 0], [1, 9, 5, 5, 3, 3, 0], [1, 2, 6, 6, 3, 4, 0], [8, 8] + [0] * 5])
+    response_mask = torch.tensor([[1, 1, 1, 1, 1, 1, 0]] * 3 + [[1, 1, 0, 0, 0, 0, 0]])
+    turn_ends = torch.zeros(4, 7, dtype=torch.bool)
+    turn_ends[:3, 1] = turn_ends[:3, 5] = True
+    turn_ends[3, 1] = True
+    turn_index = torch.tensor([[0, 0, -1, -1, 1, 1, -1]] * 3 + [[0, 0, -1, -1, -1, -1, -1]])
+    turns = TurnStructure(
+        policy, turn_ends, turn_index, torch.tensor([[0.0, 1.0], [0.0, 0.0], [0.5, 1.0], [1.0, 0.0]]),
+        torch.tensor([2, 2, 2, 1]), torch.tensor([True, False, True, True]), torch.zeros(4, dtype=torch.bool),
+        torch.tensor([11, 11, 12, 12]),
+    )  # fmt: skip
+    return turns, response_ids, response_mask
+
+
+def test_turns_share_a_state_when_their_group_got_the_same_replies_before_them():
+    turns, response_ids, response_mask = scripted_turns()
+    states = turn_states(turns, response_ids, response_mask, group_size=2)
+    assert states[0, 0] == states[1, 0] != states[2, 0] == states[3, 0]  # turn 1: one state per group
+    assert states[0, 1] == states[1, 1]  # the same reply, however the turns were worded (token 2 against 9)
+    assert states[2, 1] != states[3, 1] and len({int(s) for s in states[:, 1]}) == 3
+
+
+def test_gigpo_adds_the_episode_and_the_step_advantage_against_hand_values():
+    turns, response_ids, response_mask = scripted_turns()
+    settings = TextBatchSettings(
+        max_new_tokens=2, max_prompt_tokens=8, temperature=1.0, forward_batch=4, gamma=1.0, gae_lambda=1.0,
+        eos_penalty=None, whiten_advantages=False, advantage_estimator="gigpo", group_size=2, turn_gamma=0.5,
+        step_weight=2.0,
+    )  # fmt: skip
+    outcome = turns.turn_rewards.sum(1)  # 1, 0 | 1.5, 1
+    advantages = gigpo_advantages(outcome, turns, response_ids, response_mask, settings)
+    eps = 1e-4  # GRPO's, added to the std
+    spread = torch.tensor([1.0, 1.0, 0.5, 0.5])  # each group: +-d/2 over the std d/sqrt(2)
+    episode = torch.tensor([1.0, -1.0, 1.0, -1.0]) * spread / 2 / (spread * 2**-0.5 + eps)
+    # step returns with turn_gamma 0.5: turn 1: 0.5, 0 | 1.0, 1.0 (a tie); turn 2: 1, 0 (one state) | 1 alone
+    step1 = torch.tensor([1.0, -1.0, 0.0, 0.0]) * 0.25 / (0.5**0.5 * 0.5 + eps)
+    step2 = torch.tensor([1.0, -1.0, 0.0, 0.0]) * 0.5 / (2**-0.5 + eps)
+    expected = torch.zeros(4, 7)
+    expected[:, :2] = (episode + 2.0 * step1).unsqueeze(1)
+    expected[:3, 4:6] = (episode + 2.0 * step2)[:3].unsqueeze(1)
+    assert torch.allclose(advantages, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("world", ["walkers", "arithmetic"])
+def test_gigpo_outside_a_game_is_a_one_line_error(tmp_path, world):
+    arguments = ["train", "--env-id", "Hopper-v5"] if world == "walkers" else ["train", "text", "--model", "tiny"]
+    task = [] if world == "walkers" else ["arithmetic"]
+    result = run_ppo(*arguments, "--runs-dir", str(tmp_path), "--no-progress", *task, "gigpo")
+    assert result.returncode != 0 and "gigpo groups the turns" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_a_compare_grid_takes_a_shipped_game_and_refuses_gigpo_elsewhere(tmp_path):
+    from agents.commands.compare import CompareConfig, GridError, cell_config, expand_grid
+
+    grid = CompareConfig(
+        envs=("text:guess-number", "InvertedPendulum-v5"), objectives=("gigpo",), seeds=(1,), model="tiny",
+        prompts_per_iteration=8, task_options=("high=8",), runs_dir=tmp_path,
+    )  # fmt: skip
+    game_cell, walker_cell = expand_grid(grid)
+    parsed = cell_config(game_cell, grid, tmp_path / "grid")
+    assert parsed.text.task == GuessNumberConfig(high=8) and parsed.objective == GiGPO()
+    with pytest.raises((ConfigError, GridError), match="gigpo groups the turns"):
+        cell_config(walker_cell, grid, tmp_path / "grid")

@@ -326,7 +326,8 @@ def test_sequence_level_objectives_are_refused_on_walkers_in_one_line(tmp_path, 
 
 
 def test_round_3_presets_follow_the_group_methods_and_make_cells_where_their_loss_is_defined(tmp_path):
-    assert list(PRESETS)[15:] == [objective_label(o) for o in LOSS_OBJECTIVES] == list(PRESET_GROUPS["losses"])
+    losses = [objective_label(o) for o in LOSS_OBJECTIVES]
+    assert list(PRESETS)[15 : 15 + len(losses)] == losses == list(PRESET_GROUPS["losses"])
     for objective in LOSS_OBJECTIVES:
         name = objective_label(objective)
         text = tiny_grid(tmp_path, envs=("text:arithmetic",), objectives=(name,), model="tiny", prompts_per_iteration=8)

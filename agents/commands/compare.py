@@ -37,6 +37,7 @@ from agents.core.objectives import (
     DrGRPO,
     DualClip,
     FixedKL,
+    GiGPO,
     GSPOToken,
     NoClip,
     Objective,
@@ -51,6 +52,7 @@ from agents.runs.reader import ReportError, find_runs, load_run
 from agents.text.config import TextTrainConfig
 from agents.walkers.config import TrainConfig
 from envs.mujoco import check_env_id
+from envs.text.games import GAME_CONFIGS
 from envs.text.models import DEFAULT_MODEL
 from envs.text.tasks import TASK_CONFIGS
 
@@ -59,9 +61,10 @@ TEXT_TASKS = tuple(
     name
     for name, config_class in TASK_CONFIGS.items()
     if all(f.default is not MISSING or f.default_factory is not MISSING for f in fields(config_class))
-)
+) + tuple(GAME_CONFIGS)
 """Text tasks a grid can name as ``text:<task>``: those that run without options (``custom`` needs files: train it
-with ppo train text)."""
+with ppo train text), and the shipped multi-turn games (``text:guess-number``; not ``custom-game``, which needs a
+file)."""
 SET_BY_COMPARE = ("seed", "runs_dir", "run_name", "progress", "device", "checkpoint_every", "resume")
 """ppo train options that ppo compare sets for every cell itself (from --seeds, --runs-dir, --name, ...), so
 --train-options may not name them."""
@@ -114,10 +117,13 @@ GROUP_OBJECTIVES = (GRPO(), DrGRPO(), RLOO(), DAPO())
 """The critic-free group methods after PPO, each with its recipe's defaults (G = 8)."""
 LOSS_OBJECTIVES = (DualClip(), GSPO(), GSPOToken(), GMPO(), CISPO(), SAPO(), ReinforcePP(), ReinforcePPBaseline())
 """Round 3's policy losses (issue 28), each with its defaults."""
-PRESETS = {p.name: p for p in map(preset, PAPER_OBJECTIVES + GROUP_OBJECTIVES + LOSS_OBJECTIVES)}
+GAME_OBJECTIVES = (GiGPO(),)
+"""Objectives for multi-turn games only (issue 27): a cell of one on a walker or a single-turn task is refused."""
+PRESETS = {p.name: p for p in map(preset, PAPER_OBJECTIVES + GROUP_OBJECTIVES + LOSS_OBJECTIVES + GAME_OBJECTIVES)}
 PRESET_ALIASES = {
     cls.name: objective_label(cls())
-    for cls in (Clip, Penalty, FixedKL, GRPO, DrGRPO, RLOO, DAPO) + tuple(type(o) for o in LOSS_OBJECTIVES)
+    for cls in (Clip, Penalty, FixedKL, GRPO, DrGRPO, RLOO, DAPO)
+    + tuple(type(o) for o in LOSS_OBJECTIVES + GAME_OBJECTIVES)
 }
 """Short names for each objective's default (``penalty`` -> ``penalty-0.01``, ``grpo`` -> ``grpo-8``)."""
 PRESET_GROUPS = {

@@ -101,6 +101,28 @@ def rloo_advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
 
 GroupEstimator = Callable[[torch.Tensor, int], torch.Tensor]
 
+
+def step_group_advantages(step_returns: torch.Tensor, step_groups: torch.Tensor, eps: float = GRPO_EPS) -> torch.Tensor:
+    """GiGPO's step-level relative advantage (Feng et al. 2025, "Group-in-Group Policy Optimization for LLM Agent
+    Training", arXiv 2505.10978, section 4.2): the steps that reached the same anchor state (the same ``step_groups``
+    id) form a group, and ``A^S_i = (R_i - mean(R_group)) / (std(R_group) + eps)`` of their discounted returns from
+    that step on, the std unbiased and ``eps`` added to it as in ``grpo_advantages``. A group of one step, or one whose
+    returns are all equal, gives exactly 0.
+
+    Shapes: ``step_returns`` ``(N,)`` float, ``step_groups`` ``(N,)`` int64 ids (any values); returns ``(N,)``.
+    """
+    _, group = torch.unique(step_groups, return_inverse=True)
+    size = torch.bincount(group).to(step_returns.dtype)
+    mean = torch.zeros_like(size).index_add_(0, group, step_returns) / size
+    some_member = torch.zeros_like(size).index_copy_(0, group, step_returns)
+    unequal = torch.zeros_like(size, dtype=torch.bool).index_fill_(0, group[step_returns != some_member[group]], True)
+    # exact zeros where a group's returns are all equal (their mean need not round to them), as _centred gives
+    centred = torch.where(unequal[group], step_returns - mean[group], torch.zeros_like(step_returns))
+    variance = torch.zeros_like(size).index_add_(0, group, centred**2) / (size - 1).clamp(min=1)
+    scaled = centred / (variance.sqrt()[group] + eps)
+    return torch.where(unequal[group], scaled, torch.zeros_like(scaled))  # no 0 / 0 at eps = 0
+
+
 GROUP_ESTIMATORS: dict[str, GroupEstimator] = {
     "grpo": grpo_advantages,
     "dr-grpo": dr_grpo_advantages,

@@ -43,10 +43,11 @@ from agents.core.losses import (
 
 DIAGNOSTIC_CLIP = 0.2  # the paper's epsilon; objectives without clipping count their logged clip fraction against it
 
-AdvantageEstimator = Literal["gae", "grpo", "dr-grpo", "rloo", "reinforce++", "reinforce++-baseline"]
+AdvantageEstimator = Literal["gae", "grpo", "dr-grpo", "rloo", "reinforce++", "reinforce++-baseline", "gigpo"]
 """``gae``: a learned critic and GAE; ``grpo``, ``dr-grpo``, ``rloo``: group-relative
 (``agents/core/group_advantages.py``); ``reinforce++`` (``-baseline``): per-token discounted returns, whitened over
-the batch (the baseline variant centres each group's outcomes first). Only ``gae`` learns a critic."""
+the batch (the baseline variant centres each group's outcomes first); ``gigpo``: GRPO's episode advantage plus a
+step-level one over the turns that reached the same state (multi-turn games only). Only ``gae`` learns a critic."""
 ReferenceKL = Literal["reward", "loss", "none"]
 """Where the KL to a reference model goes (text): a per-token penalty in the reward (PPO-RLHF), the k3 estimate in
 the loss with coefficient beta (GRPO), or nowhere (Dr. GRPO, DAPO)."""
@@ -471,13 +472,34 @@ class ReinforcePPBaseline(ReinforcePP):
     advantage_estimator: ClassVar[AdvantageEstimator] = "reinforce++-baseline"
 
 
+@dataclass(frozen=True)
+class GiGPO(GroupObjective):
+    """GiGPO (Feng et al. 2025, arXiv 2505.10978), multi-turn games only: the G episodes of one game seed are GRPO's
+    episode group, the turns of those episodes that reached the same state form step groups, and every token of a
+    turn gets ``A^E + step_weight * A^S`` (episode and step advantages, each group-normalised); clipped surrogate."""
+
+    name: ClassVar[str] = "gigpo"
+    advantage_estimator: ClassVar[AdvantageEstimator] = "gigpo"
+    recipe_aggregation: ClassVar[LossAggregation] = "token-mean"  # verl-agent's GiGPO recipe: loss_agg_mode token-mean
+    recipe_reference_kl: ClassVar[ReferenceKL] = "loss"  # verl-agent's GiGPO recipe: use_kl_loss, k3 (low_var_kl)
+
+    step_weight: float = 1.0
+    """omega: the weight of the step-level advantage (GiGPO, eq. 9: 1)."""
+
+    def validate(self) -> None:
+        super().validate()
+        if not self.step_weight >= 0:
+            raise ConfigError(f"--step-weight must be >= 0, got {self.step_weight}")
+
+
 OBJECTIVES: dict[str, type[Objective]] = {
     cls.name: cls
     for cls in (Clip, Penalty, FixedKL, NoClip, DualClip, GRPO, DrGRPO, RLOO, DAPO)
-    + (GSPO, GSPOToken, GMPO, CISPO, SAPO, ReinforcePP, ReinforcePPBaseline)
+    + (GSPO, GSPOToken, GMPO, CISPO, SAPO, ReinforcePP, ReinforcePPBaseline, GiGPO)
 }
 """The one registry: objective name -> config class; the PPO paper's four in its Table 1 order and dual-clip, then
-the critic-free methods: the four group methods of round 2, then round 3's policy losses and REINFORCE++."""
+the critic-free methods: the four group methods of round 2, then round 3's policy losses and REINFORCE++, then
+GiGPO's step groups for multi-turn games."""
 
 
 def uses_critic(objective: Objective) -> bool:

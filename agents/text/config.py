@@ -203,6 +203,11 @@ def validate_text_config(config: TextTrainConfig) -> None:
         )
     if not uses_critic(config.objective):
         validate_group_text_config(config)
+    if config.objective.advantage_estimator == "gigpo" and not is_game_config(text.task):
+        raise ConfigError(
+            f"gigpo groups the turns of a multi-turn game's episodes by state, and the {text.task.name} task has one "
+            "turn: train it on a game (guess-number, mastermind, calculator, custom-game), or use grpo"
+        )
     if is_game_config(text.task):
         validate_game_text_config(config)
     elif text.max_turns is not None or text.multi_turn_gae != "token" or text.turn_gamma != 1.0:

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from agents.core.advantages import bi_level_gae, policy_token_gae, reinforce_pp_advantages, whiten
+from agents.core.advantages import bi_level_gae, discounted_returns, policy_token_gae, reinforce_pp_advantages, whiten
 from agents.core.batch import Minibatch
 from agents.core.distributed import all_reduce_sum
 from agents.core.group_advantages import (
@@ -21,11 +21,13 @@ from agents.core.group_advantages import (
     SampledGroups,
     dr_grpo_advantages,
     fill_batch,
+    grpo_advantages,
     per_token,
     soft_overlong_penalty,
+    step_group_advantages,
     zero_variance_groups,
 )
-from agents.core.objectives import REINFORCE_PP_ESTIMATORS, AdvantageEstimator, ReferenceKL, SamplingPlan
+from agents.core.objectives import REINFORCE_PP_ESTIMATORS, AdvantageEstimator, GiGPO, ReferenceKL, SamplingPlan
 from agents.text.actor_critic import LMActorCritic, ReferencePolicy, sample_responses
 from agents.text.config import MultiTurnGAE, TextEnvConfig, TextTrainConfig, reference_kl_placement
 from envs.text.tokens import decode_completion, encode_prompt, pad_token_id
@@ -56,6 +58,8 @@ class TextBatchSettings(NamedTuple):
     """Multi-turn: the discount from a turn's last token to the next turn's first."""
     multi_turn_gae: MultiTurnGAE = "token"
     """Multi-turn, with a critic: ``token`` (GAE over the policy's tokens) or ``bi-level`` (turns, then tokens)."""
+    step_weight: float = 0.0
+    """GiGPO: the weight of the step-level advantage."""
 
     @classmethod
     def from_config(cls, config: TextTrainConfig) -> TextBatchSettings:
@@ -78,6 +82,7 @@ class TextBatchSettings(NamedTuple):
             sampling_batch=text.sampling_batch,
             turn_gamma=text.turn_gamma,
             multi_turn_gae=text.multi_turn_gae,
+            step_weight=objective.step_weight if isinstance(objective, GiGPO) else 0.0,
         )
 
 
@@ -112,6 +117,55 @@ class TurnStructure(NamedTuple):
 
     def rows(self, index: torch.Tensor) -> TurnStructure:
         return TurnStructure(*(field[index] for field in self))
+
+
+def turn_states(
+    turns: TurnStructure, response_ids: torch.Tensor, response_mask: torch.Tensor, group_size: int
+) -> torch.Tensor:
+    """GiGPO's anchor states: ``(B, K)`` int64 ids (``K = max_turns``), equal for turn k of episode b and turn k' of
+    episode b' exactly when both episodes are of one group (one game seed) and every environment reply before those
+    turns was the same, token for token (so ``k == k'``). The shipped games echo the move they read in their reply
+    (``7 is too low``, ``1 2 3: 1 right in the right place``, ``12*34 = 408``), so equal replies mean an equal game
+    state however the policy worded its moves; what the policy wrote is deliberately not part of the state."""
+    replies_before = turns.turn_ends.long().cumsum(1)  # replies start after a turn's end: the count of ends so far
+    reply = response_mask.bool() & (turns.policy_mask == 0)
+    batch, max_turns = turns.turn_rewards.shape
+    ids: dict[tuple, int] = {}
+    states = torch.zeros(batch, max_turns, dtype=torch.long)
+    for b, (tokens, counts, is_reply) in enumerate(zip(response_ids.tolist(), replies_before.tolist(),
+                                                       reply.tolist(), strict=True)):  # fmt: skip
+        history: list[tuple[int, ...]] = [() for _ in range(max_turns)]
+        for token, count, replying in zip(tokens, counts, is_reply, strict=True):
+            if replying and count < max_turns:
+                history[count] = (*history[count], token)  # reply `count` comes before turn `count` (0-based)
+        seen: tuple = ()
+        for k in range(max_turns):
+            seen = (*seen, history[k])
+            states[b, k] = ids.setdefault((b // group_size, seen), len(ids))
+    return states.to(response_ids.device)
+
+
+def gigpo_advantages(
+    outcome: torch.Tensor,
+    turns: TurnStructure,
+    response_ids: torch.Tensor,
+    response_mask: torch.Tensor,
+    settings: TextBatchSettings,
+) -> torch.Tensor:
+    """GiGPO (Feng et al. 2025, arXiv 2505.10978, eq. 9) on a batch of dialogues: each token of turn k of episode i
+    gets ``A^E_i + omega * A^S_{i,k}``: ``A^E`` GRPO's advantage of the episode's ``outcome`` in its group of G episodes
+    of one game seed, ``A^S`` the step advantage (``step_group_advantages``) of the turn's discounted return from it,
+    ``R_{i,k} = sum_{j >= k} turn_gamma^(j-k) r_{i,j}``, among the turns in the same state (``turn_states``).
+    ``outcome (B,) -> (B, T)``, 0 off the policy's tokens."""
+    episode = grpo_advantages(outcome, settings.group_size)
+    max_turns = turns.turn_rewards.shape[1]
+    scored = torch.arange(max_turns, device=outcome.device) < turns.turns.unsqueeze(1)
+    step_returns = discounted_returns(turns.turn_rewards.to(outcome.dtype), scored, settings.turn_gamma)
+    states = turn_states(turns, response_ids, response_mask, settings.group_size)
+    step = step_group_advantages(step_returns.reshape(-1), states.reshape(-1)).reshape(step_returns.shape)
+    index = turns.turn_index.clamp(min=0, max=max_turns - 1)
+    per_turn = episode.unsqueeze(1) + settings.step_weight * step
+    return per_turn.gather(1, index) * turns.policy_mask
 
 
 def pad_columns(tensor: torch.Tensor, length: int, value: float) -> torch.Tensor:
@@ -385,6 +439,11 @@ def build_text_batch(
         )
         returns = torch.zeros_like(mask)
         zero_variance = int(zero_variance_groups(scores, settings.group_size).sum())
+    elif settings.advantage_estimator == "gigpo":  # multi-turn games only (validate_game_text_config)
+        outcome = scores - in_reward * kl.sum(-1)
+        advantages = gigpo_advantages(outcome, turns, response_ids, response_mask, settings)
+        returns = torch.zeros_like(mask)
+        zero_variance = int(zero_variance_groups(outcome, settings.group_size).sum())
     else:
         outcome = scores - in_reward * kl.sum(-1)  # the sequence-level KL penalty of RLOO (Ahmadian et al. 2024)
         estimator = GROUP_ESTIMATORS[settings.advantage_estimator]

@@ -87,6 +87,11 @@ def validate_config(config: TrainConfig) -> None:
             f"{config.objective.name} takes one ratio per sequence and walker minibatches are shuffled transitions: "
             "train it with ppo train text, or use cispo, sapo or grpo on walkers"
         )
+    if config.objective.advantage_estimator == "gigpo":
+        raise ConfigError(
+            "gigpo groups the turns of multi-turn text games that reached the same state, and a walker's continuous "
+            "states never repeat: train it with ppo train text on a game, or use grpo on walkers"
+        )
     if not uses_critic(config.objective) and env.num_envs != 1:
         raise ConfigError(
             f"{config.objective.name} steps --group-size environments side by side (one group of episodes); "
