@@ -110,6 +110,22 @@ def test_a_two_process_text_run_finishes_and_writes_one_policy(tmp_path):
     assert (tmp_path / "text" / "policy" / "config.json").is_file()
 
 
+def test_a_two_process_game_run_finishes_with_per_turn_metrics_and_one_evaluation_per_iteration(tmp_path):
+    result = torchrun(
+        "train", "text", "--model", "tiny", "--prompts-per-iteration", "8", "--max-new-tokens", "4",
+        "--max-context-tokens", "200", "--max-turns", "2", "--total-steps", "64", "--minibatch-size", "2",
+        "--eval-every", "1", "--eval-prompts", "4", "--no-progress", "--runs-dir", str(tmp_path), "--run-name", "game",
+        "guess-number", "--high", "8", "grpo", "--group-size", "2",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-8000:]
+    records = read_jsonl(tmp_path / "game" / METRICS_FILE)
+    trained = [r for r in records if r["iteration"] > 0]
+    assert trained and trained[-1]["global_step"] >= 64
+    assert all("task_turns" in r and "turn_reward_1" in r for r in trained)
+    evaluations = [r["eval_success"] for r in records if "eval_success" in r]
+    assert len(evaluations) == len(trained) + 1  # one evaluation line per iteration, not one per process
+
+
 def test_two_process_group_runs_take_equal_shares_and_finish_in_both_worlds(tmp_path):
     walker = torchrun(
         "train", "--env-id", "InvertedPendulum-v5", "--num-steps", "64", "--minibatch-size", "32", "--epochs", "2",
