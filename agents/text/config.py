@@ -13,6 +13,7 @@ from agents.core.config import ConfigError, PPOConfig, check_batch, check_positi
 from agents.core.distributed import world_size
 from agents.core.kl import ReferenceKLEstimator
 from agents.core.objectives import Clip, ReferenceKL, uses_critic
+from agents.core.sampler_correction import SamplerCorrection, SamplerCorrectionLevel
 from agents.runs.config import ObjectiveSubcommand, RunConfig, named_union, validate_run
 from envs.text.games import GAME_TASK_CONFIGS, is_game_config
 from envs.text.models import DEFAULT_MODEL
@@ -70,6 +71,13 @@ class TextEnvConfig:
     multi_turn_gae: MultiTurnGAE = "token"
     """Multi-turn games with a critic: token (GAE over the policy's tokens, across the replies) or bi-level (RAGEN:
     GAE over turns with --turn-gamma, then over each turn's tokens toward its return)."""
+    sampler_correction: SamplerCorrection = "none"
+    """Importance-sampling correction between the sampler's log-probs and the trainer's recomputed ones: none (the
+    gap is logged), truncate (TIS: weight min(rho, cap)) or mask (rho where rho <= cap, else 0)."""
+    sampler_correction_level: SamplerCorrectionLevel = "token"
+    """The correction's ratio: per token, or per sequence (the product of its tokens' ratios)."""
+    sampler_correction_cap: float = 2.0
+    """The cap C of the truncated or masked ratio (TIS and verl: 2)."""
     eos_penalty: float | None = None
     """The "EOS trick": score given to a completion that never emits EOS; None = off."""
     normalize_scores: bool = False
@@ -172,6 +180,8 @@ def validate_text_config(config: TextTrainConfig) -> None:
     check_batch(text.prompts_per_iteration, "--prompts-per-iteration", ppo)
     if not text.temperature > 0:
         raise ConfigError(f"--temperature must be > 0, got {text.temperature}")
+    if not text.sampler_correction_cap > 0:
+        raise ConfigError(f"--sampler-correction-cap must be > 0, got {text.sampler_correction_cap}")
     if text.ref_kl_coef is not None and not text.ref_kl_coef >= 0:
         raise ConfigError(f"--ref-kl-coef must be >= 0, got {text.ref_kl_coef}")
     if text.ref_kl_target is not None and not text.ref_kl_target > 0:

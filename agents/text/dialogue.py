@@ -340,6 +340,9 @@ def dialogue_completions(dialogues: SampledDialogues, tokenizer) -> SampledCompl
     source = (opening.unsqueeze(1) + columns).clamp(max=dialogues.input_ids.shape[1] - 1)
     response_ids = torch.where(inside, dialogues.input_ids.gather(1, source), pad_token_id(tokenizer))
     policy = inside & (dialogues.roles.gather(1, source) == int(TokenRole.POLICY))
+    sampled_logp = torch.where(
+        policy, dialogues.sampled_logp.gather(1, source), torch.zeros_like(policy, dtype=torch.float32)
+    )
     scored = torch.arange(dialogues.turn_ends.shape[1], device=device) < dialogues.turns.unsqueeze(1)
     rows, turn = scored.nonzero(as_tuple=True)
     turn_ends = torch.zeros_like(policy)
@@ -368,6 +371,7 @@ def dialogue_completions(dialogues: SampledDialogues, tokenizer) -> SampledCompl
         },
         overlong_penalty=None,
         turns=turns,
+        sampled_logp=sampled_logp,
     )
 
 

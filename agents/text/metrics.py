@@ -131,6 +131,19 @@ def sampling_metrics(filled: SampledBatch, plan: SamplingPlan) -> dict[str, floa
     }
 
 
+def sampler_metrics(rollout: TextRollout) -> dict[str, float]:
+    """The gap between the sampler's log-probs and the trainer's recomputed ones, over every process: its mean and
+    largest ``|log pi_old - log mu|`` and, with a correction, the share of tokens whose ratio was above the cap."""
+    if rollout.sampler is None:
+        return {}
+    parts = gather_objects(rollout.sampler)
+    return {
+        "sampler_gap_mean": float(np.mean([part.gap_mean for part in parts])),
+        "sampler_gap_max": max(part.gap_max for part in parts),
+        "sampler_corrected_fraction": float(np.mean([part.corrected_fraction for part in parts])),
+    }
+
+
 def gathered_eval_metrics(
     rewards: list[float], metrics: dict[str, list[float]], lengths: list[int], started: float
 ) -> dict[str, float]:

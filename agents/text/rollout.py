@@ -28,6 +28,7 @@ from agents.core.group_advantages import (
     zero_variance_groups,
 )
 from agents.core.objectives import REINFORCE_PP_ESTIMATORS, AdvantageEstimator, GiGPO, ReferenceKL, SamplingPlan
+from agents.core.sampler_correction import SamplerCorrection, SamplerCorrectionLevel, SamplerWeights, sampler_weights
 from agents.text.actor_critic import LMActorCritic, ReferencePolicy, sample_responses
 from agents.text.config import MultiTurnGAE, TextEnvConfig, TextTrainConfig, reference_kl_placement
 from envs.text.tokens import decode_completion, encode_prompt, pad_token_id
@@ -60,6 +61,10 @@ class TextBatchSettings(NamedTuple):
     """Multi-turn, with a critic: ``token`` (GAE over the policy's tokens) or ``bi-level`` (turns, then tokens)."""
     step_weight: float = 0.0
     """GiGPO: the weight of the step-level advantage."""
+    sampler_correction: SamplerCorrection = "none"
+    """The importance-sampling correction between sampler and trainer (``sampler_weights``)."""
+    sampler_correction_level: SamplerCorrectionLevel = "token"
+    sampler_correction_cap: float = 2.0
 
     @classmethod
     def from_config(cls, config: TextTrainConfig) -> TextBatchSettings:
@@ -83,6 +88,9 @@ class TextBatchSettings(NamedTuple):
             turn_gamma=text.turn_gamma,
             multi_turn_gae=text.multi_turn_gae,
             step_weight=objective.step_weight if isinstance(objective, GiGPO) else 0.0,
+            sampler_correction=text.sampler_correction,
+            sampler_correction_level=text.sampler_correction_level,
+            sampler_correction_cap=text.sampler_correction_cap,
         )
 
 
@@ -197,6 +205,9 @@ class TextRollout(NamedTuple):
     """``(B,)`` DAPO's soft overlong penalty, already in ``scores``; None when off."""
     turns: TurnStructure | None = None
     """Multi-turn dialogues' structure (``SampledCompletions.turns``); None for single-turn completions."""
+    sampler: SamplerWeights | None = None
+    """The gap between the sampler's and the trainer's log-probs, and the correction's weights (None when the
+    samples kept no sampler log-probs)."""
 
 
 class SampledCompletions(NamedTuple):
@@ -217,6 +228,8 @@ class SampledCompletions(NamedTuple):
     turns: TurnStructure | None = None
     """Multi-turn dialogues: whose each token is and each turn's reward (``scores`` is then the episode's return);
     None for single-turn completions, whose every response token is the policy's."""
+    sampled_logp: torch.Tensor | None = None
+    """``(B, T)`` the sampler's log-prob of each policy token, kept from the moment of sampling; 0 elsewhere."""
 
     @property
     def generated_tokens(self) -> int:
@@ -237,6 +250,7 @@ class SampledCompletions(NamedTuple):
             {name: [values[i] for i in indices] for name, values in self.task_metrics.items()},
             None if self.overlong_penalty is None else self.overlong_penalty[index],
             None if self.turns is None else self.turns.rows(index),
+            None if self.sampled_logp is None else self.sampled_logp[index],
         )
 
 
@@ -273,6 +287,7 @@ def concatenate_samples(parts: list[SampledCompletions]) -> SampledCompletions:
         metrics,
         None if any(p is None for p in penalties) else torch.cat(penalties),
         turns,
+        None if parts[0].sampled_logp is None else columns([part.sampled_logp for part in parts], 0.0),
     )
 
 
@@ -354,6 +369,7 @@ def sample_completions(
     response_ids = torch.cat([c.response_ids for c in chunks])
     response_mask = torch.cat([c.response_mask for c in chunks])
     ended = torch.cat([c.ended for c in chunks])
+    sampled_logp = torch.cat([c.sampled_logp for c in chunks])
     completions = decode_completions(tokenizer, response_ids, response_mask)
     raw_scores, task_metrics = score(prompts, completions)
     scores = torch.tensor(raw_scores, dtype=torch.float32, device=device)
@@ -367,8 +383,9 @@ def sample_completions(
         overlong = soft_overlong_penalty(lengths, settings.max_new_tokens, settings.overlong_cache).to(scores)
         scores = scores + overlong
     return SampledCompletions(
-        prompts, encoded, response_ids, response_mask, ended, completions, scores, task_metrics, overlong
-    )
+        prompts, encoded, response_ids, response_mask, ended, completions, scores, task_metrics, overlong,
+        sampled_logp=sampled_logp,
+    )  # fmt: skip
 
 
 @torch.no_grad()
@@ -450,6 +467,14 @@ def build_text_batch(
         advantages = per_token(estimator(outcome, settings.group_size), mask)
         returns = torch.zeros_like(mask)
         zero_variance = int(zero_variance_groups(outcome, settings.group_size).sum())
+    sampler = None
+    if samples.sampled_logp is not None:  # weight each token by pi_old / mu where sampler and trainer differ
+        sampler = sampler_weights(
+            old_logp, samples.sampled_logp, mask, settings.sampler_correction, settings.sampler_correction_level,
+            settings.sampler_correction_cap,
+        )  # fmt: skip
+        if settings.sampler_correction != "none":
+            advantages = advantages * sampler.weights
     batch = Minibatch(
         inputs=inputs,
         old_logp=old_logp,
@@ -473,6 +498,7 @@ def build_text_batch(
         zero_variance,
         samples.overlong_penalty,
         turns,
+        sampler,
     )
 
 
