@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -59,6 +60,57 @@ def test_a_sigkilled_two_process_run_resumes_as_if_it_had_never_stopped(tmp_path
     killed = read_jsonl(tmp_path / "killed" / METRICS_FILE)
     assert [r["iteration"] for r in killed] == list(range(1, 17))
     assert without_measurements(read_jsonl(tmp_path / "whole" / METRICS_FILE)) == without_measurements(killed)
+
+
+def kill_worker(local_rank: int, run_dir) -> None:
+    """SIGKILL the worker of ``local_rank`` of the run writing ``run_dir`` once it has logged 5 iterations."""
+    metrics_file = run_dir / METRICS_FILE
+    deadline = time.time() + 240
+    while time.time() < deadline and (not metrics_file.exists() or len(metrics_file.read_text().splitlines()) < 5):
+        time.sleep(0.02)
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            environment = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+            command = open(f"/proc/{pid}/cmdline", "rb").read()
+        except OSError:
+            continue
+        ours = str(run_dir.parent).encode() in command and f"\0{run_dir.name}\0".encode() in command
+        if f"LOCAL_RANK={local_rank}".encode() in environment and ours:
+            os.kill(int(pid), signal.SIGKILL)
+            return
+    raise AssertionError(f"no worker of local rank {local_rank} found")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds the worker through /proc")
+def test_a_killed_worker_stops_the_run_with_one_line_that_says_how_to_resume(tmp_path):
+    common = [*WALKER, "--total-steps", str(256 * 16), "--runs-dir", str(tmp_path), "--checkpoint-every", "2"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    launched = subprocess.Popen(
+        [sys.executable, "-m", "agents", "train", "--nproc", "2", *common, "--run-name", "nproc"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    kill_worker(1, tmp_path / "nproc")
+    _, stderr = launched.communicate(timeout=120)
+    assert launched.returncode == 1
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr[-3000:]
+    assert re.fullmatch(
+        r"error: process 1 of 2 was killed \(SIGKILL\), so the run stopped; its last checkpoint is iteration \d+ "
+        r"\(.*latest\.pt\): resume with `ppo train --resume .*nproc`",
+        lines[0],
+    ), lines[0]
+    resumed = run_ppo("train", "--resume", str(tmp_path / "nproc"), "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert [r["iteration"] for r in read_jsonl(tmp_path / "nproc" / METRICS_FILE)] == list(range(1, 17))
+    plain = subprocess.Popen(
+        [*TORCHRUN, "-m", "agents", "train", *common, "--run-name", "plain"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    kill_worker(1, tmp_path / "plain")
+    _, stderr = plain.communicate(timeout=120)
+    ours = [line for line in stderr.splitlines() if "lost its connection" in line]
+    assert len(ours) == 1 and "resume with `ppo train --resume" in ours[0], stderr[-3000:]
+    assert "[rank0]: Traceback" not in stderr  # the surviving worker's own lines (torchrun's launcher adds its own)
 
 
 def test_ppo_train_nproc_starts_the_processes_and_a_resume_starts_as_many_again(tmp_path):

@@ -5,9 +5,13 @@ parsed by tyro.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import sys
+import time
+from pathlib import Path
 
+import torch.distributed as dist
 import tyro
 
 from agents.commands.compare import CompareConfig, compare_cli
@@ -16,8 +20,8 @@ from agents.commands.report import ReportConfig, report_cli
 from agents.commands.train_args import TEXT_WORD, TYRO_MARKERS, parse_train_args, run_training, validate_train_config
 from agents.core.config import check_minibatch_split
 from agents.core.update import NonFiniteLossError
-from agents.runs.checkpoint import CheckpointError
-from agents.runs.config import read_config
+from agents.runs.checkpoint import CheckpointError, checkpoint_iteration, checkpoint_path
+from agents.runs.config import CONFIG_FILE, read_config
 from agents.text.config import TextTrainConfig
 from agents.walkers.config import TrainConfig
 
@@ -35,16 +39,60 @@ def without_nproc(arguments: list[str]) -> list[str]:
     return kept
 
 
-def launch_processes(nproc: int, arguments: list[str]) -> int:
+LAUNCHED_HERE = "PPO_LAUNCHED_BY_NPROC"
+"""Set for the processes ``--nproc`` starts: the launcher, not each process, then says why the run stopped."""
+LOST_PEER_SIGNS = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "Connection refused")
+"""How gloo's and the TCP store's errors read when another process of the run has gone."""
+
+
+def lost_peer(error: BaseException) -> bool:
+    """Whether a process's error is a collective failing because another process of the run is gone."""
+    return isinstance(error, dist.DistError) or any(sign in str(error) for sign in LOST_PEER_SIGNS)
+
+
+def run_folder(config: TrainConfig | TextTrainConfig, since: float) -> Path | None:
+    """The folder of the run ``config`` starts or resumes: ``--resume``'s, ``--run-name``'s, or the newest run folder
+    under ``--runs-dir`` written since ``since`` (a name with a timestamp); None if there is none yet."""
+    if config.run.resume is not None:
+        return Path(config.run.resume)
+    runs_dir = Path(config.run.runs_dir)
+    if config.run.run_name:
+        return runs_dir / config.run.run_name
+    written = [path.parent for path in runs_dir.glob(f"*/{CONFIG_FILE}") if path.stat().st_mtime >= since]
+    return max(written, key=lambda folder: (folder / CONFIG_FILE).stat().st_mtime, default=None)
+
+
+def stopped_run_line(what: str, config: TrainConfig | TextTrainConfig, since: float) -> str:
+    """``error: WHAT, so the run stopped; its last checkpoint is iteration K (path): resume with ...``."""
+    folder = run_folder(config, since)
+    iteration = checkpoint_iteration(folder) if folder is not None else None
+    if iteration is None:
+        return f"error: {what}, so the run stopped before its first checkpoint; start it again"
+    return (
+        f"error: {what}, so the run stopped; its last checkpoint is iteration {iteration} "
+        f"({checkpoint_path(folder)}): resume with `ppo train --resume {folder}`"
+    )
+
+
+def launch_processes(nproc: int, arguments: list[str], config: TrainConfig | TextTrainConfig) -> int:
     """Hand ``ppo ARGUMENTS`` to torchrun's own launcher: ``nproc`` processes on this machine (each process
-    records the number in config.json)."""
+    records the number in config.json). If one of them fails or dies, the others stop quietly and this one line
+    says which it was, how, and how to resume."""
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import main as torchrun
 
+    logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)  # its per-process lines: ours instead
+    os.environ[LAUNCHED_HERE] = "1"
+    started = time.time()
     try:
         torchrun(["--standalone", "--nproc-per-node", str(nproc), "-m", "agents", *without_nproc(arguments)])
-    except ChildFailedError:
-        print("error: a process of the run failed; its error is above", file=sys.stderr)
+    except ChildFailedError as error:
+        rank, failure = error.get_first_failure()
+        if failure.exitcode < 0:
+            what = f"process {rank} of {nproc} was killed ({failure.signal_name()})"
+        else:
+            what = f"process {rank} of {nproc} failed with exit code {failure.exitcode} (its error is above)"
+        print(stopped_run_line(what, config, started), file=sys.stderr)
         return 1
     return 0
 
@@ -59,7 +107,7 @@ def train_cli(config: TrainConfig | TextTrainConfig, arguments: list[str]) -> in
             validate_train_config(config)
             check_minibatch_split(config.ppo.minibatch_size, nproc)
         os.environ.setdefault("OMP_NUM_THREADS", "1")  # torchrun's own default, set here so that it does not warn
-        return launch_processes(nproc, arguments)
+        return launch_processes(nproc, arguments, config)
     run_dir = run_training(config)
     if int(os.environ.get("RANK", "0")) == 0:  # under torchrun, the first process speaks for the run
         print(f"run written to {run_dir}")
@@ -88,10 +136,19 @@ def main() -> None:
             ),
         )
         handler = next(handle for cls, handle in commands.values() if isinstance(config, cls))
+    started = time.time()
     try:
         status = handler(config)
     except NonFiniteLossError as error:
         sys.exit(f"error: {error} (the last checkpoint was left as it was)")
+    except RuntimeError as error:
+        if "RANK" not in os.environ or not lost_peer(error):
+            raise
+        if os.environ.get(LAUNCHED_HERE):  # the launcher says which process went
+            sys.exit(1)
+        rank, processes = os.environ["RANK"], os.environ.get("WORLD_SIZE", "?")
+        what = f"process {rank} of {processes} lost its connection to another process of the run, which died or stopped"
+        sys.exit(stopped_run_line(what, config, started))
     except (ValueError, FileNotFoundError, CheckpointError) as error:
         sys.exit(f"error: {error}")
     sys.exit(status or 0)

@@ -65,6 +65,16 @@ def save_checkpoint(state: dict, path: Path) -> None:
         temporary.unlink(missing_ok=True)
 
 
+def checkpoint_iteration(run_or_file: Path) -> int | None:
+    """The iteration a run's checkpoint was written after, read without loading its tensors (``mmap``); None when
+    there is no readable checkpoint."""
+    path = checkpoint_path(run_or_file)
+    try:
+        return int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["iteration"])
+    except (OSError, RuntimeError, KeyError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, TypeError):
+        return None
+
+
 def load_checkpoint(run_or_file: Path, map_location: str | torch.device = "cpu") -> dict:
     """Load a checkpoint written by ``save_checkpoint``; one-line ``CheckpointError`` if it is missing or corrupt."""
     path = checkpoint_path(run_or_file)
