@@ -167,3 +167,51 @@ def test_bad_networks_and_settings_fail_in_one_line():
         GaussianActorCritic(3, 1, activation="sigmoid")
     with pytest.raises(ValueError, match="PPOConfig has no field 'gama'"):
         with_settings(config, (Setting("ppo.gama", 0.9, "a typo"),))
+
+
+def test_the_sweep_prints_its_grids_and_chooses_on_seeds_1_to_3_only(tmp_path):
+    import subprocess
+    import sys
+
+    from benchmarks.experiments import tuned_sweep
+
+    dry = subprocess.run(
+        [sys.executable, "-m", "benchmarks.experiments.tuned_sweep", "--tasks", "Swimmer-v5", "--dry-run",
+         "--runs-dir", str(tmp_path)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    commands = [line for line in dry.stdout.splitlines() if line.startswith("$ ppo compare")]
+    assert len(commands) == len(tuned_sweep.candidates("Swimmer-v5"))
+    assert all("--seeds 1 2 3" in c and "--total-steps 1000000" in c for c in commands)
+    assert "--train-options preset=tuned anneal_lr=True" in dry.stdout
+
+    class Args:
+        runs_dir = tmp_path
+
+    def write_scores(candidate, seeds, per_seed):
+        folder = tmp_path / tuned_sweep.grid_name("Swimmer-v5", candidate, seeds) / "report"
+        folder.mkdir(parents=True)
+        finished = " ".join(["True"] * len(per_seed))
+        (folder / "final_scores.csv").write_text(
+            "env,kind,objective,measure,seeds,final_steps,finished,mean,std,per_seed,random_return,normalized_score\n"
+            f"Swimmer-v5,mujoco,clip-0.2,return,1 2 3,1 1 1,{finished},0,0,{' '.join(map(str, per_seed))},,\n"
+        )
+
+    for candidate, score in zip(tuned_sweep.candidates("Swimmer-v5")[:-1], (50, 280, 120)):
+        write_scores(candidate, tuned_sweep.CHOOSE_SEEDS, [score - 1, score, score + 1])
+    assert tuned_sweep.chosen(Args, "Swimmer-v5") is None  # one candidate has not finished
+    write_scores(tuned_sweep.candidates("Swimmer-v5")[-1], tuned_sweep.CHOOSE_SEEDS, [100, 100, 100])
+    write_scores("paper", tuned_sweep.REPORT_SEEDS, [900, 900, 900])  # seeds 4-6 never sway the choice
+    assert tuned_sweep.chosen(Args, "Swimmer-v5") == "tuned"
+
+
+def test_compare_passes_bool_train_options_as_switches(tmp_path):
+    from agents.commands.compare import CompareConfig, cell_config, expand_grid
+
+    for value, expected in (("True", True), ("False", False)):
+        grid = CompareConfig(
+            envs=("Swimmer-v5",), objectives=("clip-0.2",), seeds=(1,), runs_dir=tmp_path,
+            train_options=("preset=tuned", f"anneal_lr={value}"),
+        )  # fmt: skip
+        parsed = cell_config(expand_grid(grid)[0], grid, tmp_path / "grid")
+        assert parsed.preset == "tuned" and parsed.ppo.anneal_lr is expected

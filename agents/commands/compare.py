@@ -196,7 +196,8 @@ class CompareConfig:
     """Run a grid of PPO runs (objective presets x environments x seeds), then write a report (ppo compare)."""
 
     envs: tuple[str, ...] = ("Hopper-v5",)
-    """Environments: Gymnasium MuJoCo ids (Hopper-v5, ...) and/or text:sentiment, text:arithmetic, text:reasoning."""
+    """Environments: Gymnasium MuJoCo ids (Hopper-v5, ...) and/or text:sentiment, text:arithmetic, text:reasoning, and
+    the multi-turn games text:guess-number, text:mastermind, text:calculator."""
     objectives: Annotated[tuple[str, ...], tyro.conf.arg(help=f"Objective presets: {known_presets()}.")] = (
         "clip",
         "penalty",
@@ -240,7 +241,8 @@ class CompareConfig:
     """Text cells: the task's options as NAME=VALUE (operand_max=9 operations=+), given to it as --NAME VALUE."""
     train_options: tuple[str, ...] = ()
     """Any other option of ppo train (MuJoCo cells) or ppo train text (text cells) as NAME=VALUE (nproc=2,
-    minibatch_size=16), given to every cell as --NAME VALUE before its task and objective."""
+    minibatch_size=16, preset=tuned), given to every cell as --NAME VALUE before its task and objective; a bool as
+    NAME=True or NAME=False (anneal_lr=True is --anneal-lr)."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Device of every cell (auto = cuda when available)."""
     torch_threads: int | None = None
@@ -313,14 +315,17 @@ def optional_flags(values: dict[str, int | None]) -> list[str]:
 
 
 def name_value_flags(options: Sequence[str], given_as: str, example: str) -> list[str]:
-    """``["--operand-max", "9"]`` for ``["operand_max=9"]``; a ``GridError`` naming ``given_as`` (the compare option,
-    with ``example``) for an option without ``=``."""
+    """``["--operand-max", "9"]`` for ``["operand_max=9"]``, and a switch for a bool: ``anneal_lr=True`` is
+    ``--anneal-lr``, ``anneal_lr=False`` ``--no-anneal-lr`` (as ppo train spells its bool options); a ``GridError``
+    naming ``given_as`` (the compare option, with ``example``) for an option without ``=``."""
     flags = []
     for option in options:
         name, equals, value = option.partition("=")
         if not equals or not name:
             raise GridError(f"{given_as} takes NAME=VALUE (e.g. {example}), got {option!r}")
-        flags += [f"--{name.replace('_', '-')}", value]
+        flag = name.replace("_", "-")
+        switches = {"True": [f"--{flag}"], "False": [f"--no-{flag}"]}
+        flags += switches.get(value, [f"--{flag}", value])
     return flags
 
 

@@ -1,0 +1,130 @@
+"""The sweep that chooses ``--preset tuned`` (issue 30): per MuJoCo v5 task, a handful of candidate settings, each a
+``ppo compare`` grid of PPO-Clip at 1M steps; the best candidate on seeds 1-3 is chosen, and only the chosen one runs
+again on seeds 4-6, which the choice never saw, for the reported figure.
+
+Every candidate starts from a published recipe: ``paper`` (the PPO paper's settings, our default), ``tuned`` (the
+presets file as it stands: rl-baselines3-zoo's recipe for the task, ``agents/walkers/presets.py``) and variations of
+the latter, one change each. ``ppo compare`` skips finished cells and resumes interrupted ones, so the sweep spreads
+over sittings: run it again and it continues. ``--dry-run`` prints the commands and runs nothing.
+
+    python -m benchmarks.experiments.tuned_sweep --tasks HalfCheetah-v5 Swimmer-v5 --stage choose --jobs 2
+    python -m benchmarks.experiments.tuned_sweep --tasks HalfCheetah-v5 --stage report     # seeds 4-6, the chosen
+    python -m benchmarks.experiments.tuned_sweep --tasks Ant-v5 --dry-run
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from agents.commands.report.pages import FINAL_SCORES_FILE
+from agents.walkers.presets import TUNED
+from benchmarks.harness import ROOT, machine_header, ppo_command
+
+CHOOSE_SEEDS, REPORT_SEEDS = (1, 2, 3), (4, 5, 6)
+"""Seeds the choice is made on, and the seeds its figure is reported on (issue 30)."""
+VARIATIONS: dict[str, tuple[str, ...]] = {
+    "paper": (),
+    "tuned": ("preset=tuned",),
+    "tuned-lr-3e-4": ("preset=tuned", "learning_rate=3e-4"),
+    "tuned-anneal": ("preset=tuned", "anneal_lr=True"),
+    "tuned-tanh": ("preset=tuned", "activation=tanh"),
+    "tuned-4-envs": ("preset=tuned", "num_envs=4"),
+}
+"""Candidate name -> ``ppo train`` options (``name=value``, as ``ppo compare --train-options`` takes them)."""
+SWEEP_CANDIDATES: dict[str, tuple[str, ...]] = {
+    "Swimmer-v5": ("paper", "tuned", "tuned-lr-3e-4", "tuned-anneal"),  # gamma 0.9999 is the zoo's key change
+    "HalfCheetah-v5": ("paper", "tuned", "tuned-lr-3e-4", "tuned-anneal", "tuned-tanh"),  # the 1,750 basin
+    "Ant-v5": ("paper", "tuned", "tuned-lr-3e-4", "tuned-4-envs"),
+    "Humanoid-v5": ("paper", "tuned", "tuned-lr-3e-4", "tuned-4-envs"),
+}
+"""Candidates per task; a task not listed runs ``paper`` and ``tuned``."""
+
+
+def candidates(task: str) -> tuple[str, ...]:
+    return SWEEP_CANDIDATES.get(task, ("paper", "tuned"))
+
+
+def grid_name(task: str, candidate: str, seeds: tuple[int, ...]) -> str:
+    return f"{task}__{candidate}__s{'-'.join(map(str, seeds))}"
+
+
+def compare_command(args: argparse.Namespace, task: str, candidate: str, seeds: tuple[int, ...]) -> list[str]:
+    options = VARIATIONS[candidate]
+    return ppo_command(
+        "compare", "--runs-dir", str(args.runs_dir), "--name", grid_name(task, candidate, seeds), "--envs", task,
+        "--objectives", "clip-0.2", "--seeds", *map(str, seeds), "--total-steps", str(args.total_steps),
+        "--jobs", str(args.jobs), *(("--train-options", *options) if options else ()),
+    )  # fmt: skip
+
+
+def final_score(args: argparse.Namespace, task: str, candidate: str, seeds: tuple[int, ...]) -> list[float] | None:
+    """The per-seed final returns (mean of the last 100 episodes) of a finished grid, or None."""
+    path = args.runs_dir / grid_name(task, candidate, seeds) / "report" / FINAL_SCORES_FILE
+    if not path.is_file():
+        return None
+    with open(path, newline="", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            if row["env"] == task and row["finished"].split() and all(f == "True" for f in row["finished"].split()):
+                return [float(x) for x in row["per_seed"].split()]
+    return None
+
+
+def chosen(args: argparse.Namespace, task: str) -> str | None:
+    """The candidate with the best mean over seeds 1-3, once every candidate of the task has finished."""
+    scores = {c: final_score(args, task, c, CHOOSE_SEEDS) for c in candidates(task)}
+    if any(score is None for score in scores.values()):
+        return None
+    return max(scores, key=lambda c: float(np.mean(scores[c])))
+
+
+def run(args: argparse.Namespace, command: list[str]) -> None:
+    print("$ ppo", " ".join(command[len(ppo_command()) :]), flush=True)
+    if not args.dry_run:
+        subprocess.run(command, check=True, cwd=ROOT)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tasks", nargs="+", default=list(TUNED), help="MuJoCo v5 ids (default: every task)")
+    stages = "choose: every candidate on seeds 1-3; report: the chosen one on 4-6; table: only print the table"
+    parser.add_argument("--stage", choices=("choose", "report", "table"), default="choose", help=stages)
+    parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "tuned_sweep")
+    parser.add_argument("--total-steps", type=int, default=1_000_000)
+    parser.add_argument("--jobs", type=int, default=1, help="cells run side by side (ppo compare --jobs)")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    args = parser.parse_args()
+    unknown = [task for task in args.tasks if task not in TUNED]
+    if unknown:
+        parser.error(f"unknown task {', '.join(unknown)}; the tasks: {', '.join(TUNED)}")
+    print(machine_header())
+    for task in args.tasks:
+        if args.stage == "choose":
+            for candidate in candidates(task):
+                run(args, compare_command(args, task, candidate, CHOOSE_SEEDS))
+        elif args.stage == "report":
+            pick = chosen(args, task)
+            if pick is None:
+                print(f"{task}: not every candidate has finished on seeds 1-3; run --stage choose first")
+                continue
+            run(args, compare_command(args, task, pick, REPORT_SEEDS))
+    print("| task | candidate | options | seeds 1-3 (mean ± std) | seeds 4-6 (mean ± std) |")
+    print("|---|---|---|---:|---:|")
+    for task in args.tasks:
+        pick = chosen(args, task)
+        for candidate in candidates(task):
+            cells = []
+            for seeds in (CHOOSE_SEEDS, REPORT_SEEDS):
+                score = final_score(args, task, candidate, seeds)
+                cells.append("-" if score is None else f"{np.mean(score):,.0f} ± {np.std(score):,.0f}")
+            mark = " **(chosen)**" if candidate == pick else ""
+            options = " ".join(VARIATIONS[candidate]) or "(the paper's)"
+            print(f"| {task} | {candidate}{mark} | {options} | {cells[0]} | {cells[1]} |")
+
+
+if __name__ == "__main__":
+    main()
