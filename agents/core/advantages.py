@@ -86,6 +86,11 @@ class PolicyTokens(NamedTuple):
         return torch.zeros_like(compact).scatter(1, self.order, compact * self.valid.to(compact.dtype))
 
 
+def following_entries(compact: torch.Tensor) -> torch.Tensor:
+    """Each entry's successor along its row, 0 after the last: ``(B, T) -> (B, T)``, the ``V(t_{k+1})`` of GAE."""
+    return torch.cat([compact[:, 1:], torch.zeros_like(compact[:, :1])], dim=1)
+
+
 def policy_token_gae(
     rewards: torch.Tensor,
     values: torch.Tensor,
@@ -109,7 +114,7 @@ def policy_token_gae(
     """
     tokens = PolicyTokens.of(policy_mask)
     compact_values = tokens.gather(values)
-    next_values = torch.cat([compact_values[:, 1:], torch.zeros_like(compact_values[:, :1])], dim=1)
+    next_values = following_entries(compact_values)
     step_gamma: float | torch.Tensor = gamma
     if turn_gamma != gamma:
         ends = tokens.gather(turn_ends.to(values.dtype)).bool()
@@ -154,7 +159,7 @@ def bi_level_gae(
     ends = (tokens.gather(turn_ends.to(values.dtype)).bool() | tokens.last) & tokens.valid
     turn_tokens = PolicyTokens.of(ends)  # each row's turn ends, moved to its front
     turn_values, turn_rewards = turn_tokens.gather(compact_values), turn_tokens.gather(compact_rewards)
-    next_turn_values = torch.cat([turn_values[:, 1:], torch.zeros_like(turn_values[:, :1])], dim=1)
+    next_turn_values = following_entries(turn_values)
     no_truncation = torch.zeros_like(ends).T
     turn_level = compute_gae(
         turn_rewards.T, turn_values.T, next_turn_values.T, turn_tokens.last.T, no_truncation,
@@ -162,7 +167,7 @@ def bi_level_gae(
     )  # fmt: skip
     turn_returns = turn_tokens.scatter(turn_level.returns.T)  # G_k at each turn end, compact token layout
     token_rewards = torch.where(ends, turn_returns, compact_rewards)
-    next_values = torch.cat([compact_values[:, 1:], torch.zeros_like(compact_values[:, :1])], dim=1)
+    next_values = following_entries(compact_values)
     token_level = compute_gae(
         token_rewards.T, compact_values.T, next_values.T, ends.T, no_truncation, tokens.valid.T, gamma, lam
     )
@@ -201,9 +206,9 @@ def discounted_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float |
     mask_f = mask.to(rewards.dtype)
     returns = torch.zeros_like(rewards)
     following = torch.zeros_like(rewards[:, 0])
+    per_step = isinstance(gamma, torch.Tensor)
     for t in range(rewards.shape[1] - 1, -1, -1):
-        step_gamma = gamma if isinstance(gamma, float | int) else gamma[:, t]
-        following = (rewards[:, t] + step_gamma * following) * mask_f[:, t]
+        following = (rewards[:, t] + (gamma[:, t] if per_step else gamma) * following) * mask_f[:, t]
         returns[:, t] = following
     return returns
 
