@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -101,12 +102,15 @@ def iteration_times(records: list[dict]) -> IterationTimes:
 
 def train_text_run(runs_dir: Path, name: str, arguments: list[str]) -> bool:
     """Run ``ppo train text --runs-dir RUNS_DIR --run-name NAME --no-progress ARGUMENTS`` with its output in
-    ``RUNS_DIR/NAME.log``; resume it from its checkpoint (with its saved config) if it was stopped; do nothing if
-    it has finished. Returns whether it ran from the start (so its wall-clock time is the whole run's)."""
+    ``RUNS_DIR/NAME.log``; resume it from its checkpoint (with its saved config) if it was stopped, start it again
+    if it stopped before its first checkpoint; do nothing if it has finished. Returns whether it ran from the start
+    (so its wall-clock time is the whole run's)."""
     run_dir = runs_dir / name
     if (run_dir / "policy" / "config.json").exists():
         return False
     resuming = (run_dir / "checkpoints" / "latest.pt").exists()
+    if not resuming and run_dir.exists():  # stopped before its first checkpoint: nothing to resume, start again
+        shutil.rmtree(run_dir)
     if resuming:
         arguments = ["--resume", str(run_dir), "--no-progress"]
     else:

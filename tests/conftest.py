@@ -19,7 +19,7 @@ from agents.runs.config import RunConfig
 from agents.walkers.config import MujocoEnvConfig, TrainConfig
 
 MEASURED_KEYS = {"sps", "rollout_seconds", "update_seconds", "eval_seconds", "rollout_peak_gb", "update_peak_gb",
-                 "eval_peak_gb", "sampling_seconds", "batch_forward_seconds"}  # fmt: skip
+                 "eval_peak_gb", "sampling_seconds", "batch_forward_seconds", "elapsed_seconds"}  # fmt: skip
 """Metrics that measure the machine (seconds, memory), not the run: left out when two runs are compared."""
 
 

@@ -247,6 +247,24 @@ def test_resume_errors_are_one_line(tmp_path):
     )
 
 
+def test_a_run_folder_left_before_its_first_checkpoint_is_not_appended_to(tmp_path):
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    (run_dir / METRICS_FILE).write_text('{"iteration": 1}\n')
+    again = run_ppo("train", "--runs-dir", str(tmp_path), "--run-name", "r", "--num-steps", "64", "--total-steps", "64")
+    assert again.returncode != 0 and "stopped before its first checkpoint" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1
+    assert (run_dir / METRICS_FILE).read_text() == '{"iteration": 1}\n'
+
+
+def test_elapsed_seconds_is_the_process_clock(tmp_path):
+    records = read_jsonl(train(tiny_config(tmp_path, "clock")) / METRICS_FILE)
+    elapsed = [r["elapsed_seconds"] for r in records]
+    steps = [r["rollout_seconds"] + r["update_seconds"] for r in records]
+    assert all(later - earlier >= step for earlier, later, step in zip(elapsed, elapsed[1:], steps[1:], strict=False))
+    assert elapsed[0] >= steps[0]
+
+
 def test_config_validation_rejects_impossible_values(tmp_path):
     from dataclasses import replace
 

@@ -10,6 +10,7 @@ import time
 import torch
 from tqdm import tqdm
 
+from agents import PROCESS_STARTED
 from agents.core.config import PPOConfig
 from agents.core.distributed import broadcast_, rank
 from agents.core.kl import KLController
@@ -51,10 +52,12 @@ class IterationClock:
         self.finished = time.perf_counter()
 
     def metrics(self, steps: int) -> dict[str, float]:
-        """``sps`` (environment steps or generated tokens per second of the whole iteration) and each phase's
-        seconds."""
+        """``sps`` (environment steps or generated tokens per second of the whole iteration), each phase's seconds,
+        and ``elapsed_seconds``: the process's wall clock at the end of the update, from its start (imports,
+        set-up and compilation included: what a user waits for a score)."""
         phases = {
             "sps": steps / (self.finished - self.started),
+            "elapsed_seconds": self.finished - PROCESS_STARTED,
             "rollout_seconds": self.collected - self.started,
             "update_seconds": self.finished - self.collected,
         }

@@ -21,7 +21,7 @@ import torch.distributed as dist
 from agents.core.distributed import gather_objects, rank, world_size
 from agents.runs.checkpoint import LATEST, CheckpointError, load_checkpoint, save_checkpoint
 from agents.runs.config import RunConfig, config_from_dict, config_to_dict, read_config, write_config
-from agents.runs.logger import RunLogger
+from agents.runs.logger import METRICS_FILE, RunLogger
 from agents.runs.machine import record_machine
 
 Config = TypeVar("Config")
@@ -124,6 +124,11 @@ def new_run_dir(run: RunConfig, subject: str, objective: str) -> Path:
     if (run_dir / "checkpoints").exists():
         raise ValueError(
             f"{run_dir} already holds a run; continue it with --resume {run_dir} or pick another --run-name"
+        )
+    if (run_dir / METRICS_FILE).exists():  # a run that stopped before its first checkpoint: nothing to resume
+        raise ValueError(
+            f"{run_dir} holds the log of a run that stopped before its first checkpoint (nothing to resume); "
+            "delete the folder or pick another --run-name"
         )
     run_dir.mkdir(parents=True, exist_ok=True)
     return run_dir

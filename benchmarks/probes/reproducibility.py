@@ -26,7 +26,7 @@ from pathlib import Path
 
 from benchmarks.harness import child_result, machine_header, module_command, ppo_command, read_metrics
 
-TIMING_KEYS = {"sps", "rollout_seconds", "update_seconds"}
+TIMING_KEYS = {"sps", "rollout_seconds", "update_seconds", "elapsed_seconds"}
 ISA_SETTINGS = {
     "this processor": {},
     "AVX2 only (torch, MKL, oneDNN)": {
