@@ -339,6 +339,47 @@ class Reacher(BatchedTask):
         return ResetState(qpos, qvel)
 
 
+class Pusher(BatchedTask):
+    """gymnasium/envs/mujoco/pusher_v5.py; the two distances are computed per simulation, as Gymnasium writes them.
+    Gymnasium's ``reset_model`` writes the cylinder and goal into ``init_qpos`` itself (``qpos = self.init_qpos``,
+    no copy); only those four entries change, and every reset overwrites them, so a copy gives the same states."""
+
+    derived_fields = ("xpos",)
+
+    def __init__(self, env: MujocoEnv) -> None:
+        super().__init__(env)
+        self.bodies = [env.model.body(name).id for name in ("tips_arm", "object", "goal")]
+
+    def observe(self, sims, rows):
+        xpos = sims.derived["xpos"][rows][:, self.bodies].reshape(-1, 9)
+        return np.concatenate((sims.qpos[rows][:, :7], sims.qvel[rows][:, :7], xpos), axis=1)
+
+    def outcome(self, sims, qpos_before, actions):
+        env = self.env
+        tips, obj, goal = (sims.derived["xpos"][:, body] for body in self.bodies)
+        near = np.array([np.linalg.norm(vector) for vector in obj - tips])
+        dist = np.array([np.linalg.norm(vector) for vector in obj - goal])
+        reward_near = -near * env._reward_near_weight
+        reward_dist = -dist * env._reward_dist_weight
+        reward_ctrl = -np.square(actions).sum(axis=1) * env._reward_control_weight
+        info = {"reward_dist": reward_dist, "reward_ctrl": reward_ctrl, "reward_near": reward_near}
+        return StepOutcome(reward_dist + reward_ctrl + reward_near, np.zeros(len(actions), dtype=bool), info)
+
+    def reset_state(self, rng):
+        env = self.env
+        qpos = env.init_qpos.copy()
+        goal = np.asarray([0, 0])
+        while True:
+            cylinder = np.concatenate([rng.uniform(low=-0.3, high=0, size=1), rng.uniform(low=-0.2, high=0.2, size=1)])
+            if np.linalg.norm(cylinder - goal) > 0.17:
+                break
+        qpos[-4:-2] = cylinder
+        qpos[-2:] = goal
+        qvel = env.init_qvel + rng.uniform(low=-0.005, high=0.005, size=env.model.nv)
+        qvel[-4:] = 0
+        return ResetState(qpos, qvel)
+
+
 BATCHED_TASKS: dict[str, type[BatchedTask]] = {
     "Hopper-v5": Hopper,
     "Walker2d-v5": Walker2d,
@@ -347,10 +388,10 @@ BATCHED_TASKS: dict[str, type[BatchedTask]] = {
     "InvertedPendulum-v5": InvertedPendulum,
     "InvertedDoublePendulum-v5": InvertedDoublePendulum,
     "Reacher-v5": Reacher,
+    "Pusher-v5": Pusher,
 }
 """The tasks ``BatchedMujocoVectorEnv`` computes exactly. Not here: Ant, Humanoid and HumanoidStandup read contact
-forces (``cfrc_ext``) that Gymnasium computes with ``mj_rnePostConstraint`` after each step and a Batch does not;
-Pusher is not yet mirrored."""
+forces (``cfrc_ext``) that Gymnasium computes with ``mj_rnePostConstraint`` after each step and a Batch does not."""
 
 
 class BatchedMujocoVectorEnv(VectorEnv):
