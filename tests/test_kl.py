@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from agents.core.kl import AdaptivePenalty, FixedPenalty, gaussian_kl, kl_k1, kl_k3
+from agents.core.kl import AdaptivePenalty, FixedPenalty, gaussian_kl, kl_k1, kl_k3, kl_k3_ratio
 from agents.walkers.gaussian import diagonal_gaussian_log_prob
 
 
@@ -30,6 +30,15 @@ def test_estimators_agree_with_exact_kl_on_samples():
     assert kl_k1(new_logp, old_logp).mean().item() == pytest.approx(exact, rel=0.05)
     assert kl_k3(new_logp, old_logp).mean().item() == pytest.approx(exact, rel=0.05)
     assert (kl_k3(new_logp, old_logp) >= 0).all()
+
+
+def test_k3_ratio_is_k3_times_the_ratio_to_the_sampling_policy_and_k3_on_policy():
+    import math
+
+    # log pi_ref = -1, log pi = -2, log pi_old = -2.5: k3 = e^1 - 1 - 1 = e - 2, ratio = e^0.5
+    ref, logp, old = torch.tensor([-1.0]), torch.tensor([-2.0]), torch.tensor([-2.5])
+    assert kl_k3_ratio(ref, logp, old).item() == pytest.approx((math.e - 2) * math.exp(0.5), rel=1e-6)
+    assert kl_k3_ratio(ref, logp, logp).item() == pytest.approx(kl_k3(ref, logp).item(), rel=1e-7)
 
 
 def test_log_prob_matches_torch_distributions():

@@ -251,8 +251,9 @@ def response_logp(model, ids, attention_mask, response_ids):
 
 def test_k2_in_the_loss_has_the_score_function_gradient_of_the_kl_on_policy_and_k3_does_not():
     """arXiv 2510.01555, on-policy and per token: grad of k2 = (log pi - log pi_ref)^2 / 2 in the loss equals
-    E[(log pi - log pi_ref) grad log pi], the score-function gradient of KL(pi || pi_ref) (k1 in the reward);
-    the gradient of k3 in the loss, (1 - pi_ref / pi) grad log pi, does not. Through the core's own loss."""
+    E[(log pi - log pi_ref) grad log pi], the score-function gradient of KL(pi || pi_ref) (k1 in the reward), and
+    so does k3 * pi / pi_old (DeepSeek-V3.2's correction, TRL's default); the gradient of k3 in the loss,
+    (1 - pi_ref / pi) grad log pi, does not. Through the core's own loss."""
     torch.manual_seed(0)
     model, _ = build_tiny_model()
     reference = copy.deepcopy(model)
@@ -275,8 +276,10 @@ def test_k2_in_the_loss_has_the_score_function_gradient_of_the_kl_on_policy_and_
     logp = response_logp(model, ids, attention_mask, response_ids)
     score_function = aggregate((logp - ref_logp).detach() * logp, mask, "sequence-mean")  # GRPO's aggregation
     expected = torch.cat([g.flatten() for g in torch.autograd.grad(score_function, parameters)])
-    k2, k3 = gradient_of("k2"), gradient_of("k3")
+    k2, k3, k3_ratio = gradient_of("k2"), gradient_of("k3"), gradient_of("k3-ratio")
     assert expected.norm() > 0 and torch.allclose(k2, expected, rtol=1e-5, atol=1e-8)
+    # the same gradient up to float32 rounding: (k3 + 1 - rho) cancels where k2's (log pi - log pi_ref) does not
+    assert (k3_ratio - expected).norm() < 1e-5 * expected.norm(), "k3 * pi / pi_old: the same gradient"
     assert (k3 - expected).norm() > 0.1 * expected.norm(), "k3's gradient is another one"
 
 
@@ -300,9 +303,10 @@ def test_every_new_objective_trains_the_tiny_text_model(tmp_path, custom_task, o
         assert all(r["value_loss"] == 0.0 for r in records), "no critic"
 
 
-def test_k2_in_the_loss_trains_the_tiny_text_model(tmp_path, custom_task):  # noqa: F811
-    config = tiny_text_config(tmp_path, "k2", custom_task, total_steps=8 * 8 * 2, objective=GRPO(group_size=4),
-                              ref_kl_estimator="k2")  # fmt: skip
+@pytest.mark.parametrize("estimator", ["k2", "k3-ratio"])
+def test_the_other_estimators_in_the_loss_train_the_tiny_text_model(tmp_path, custom_task, estimator):  # noqa: F811
+    config = tiny_text_config(tmp_path, estimator, custom_task, total_steps=8 * 8 * 2, objective=GRPO(group_size=4),
+                              ref_kl_estimator=estimator)  # fmt: skip
     records = read_jsonl(train_text(config) / METRICS_FILE)
     assert records[0]["ref_kl_coef"] == 0.04 and records[1]["reference_kl_loss"] > 0
 

@@ -13,10 +13,11 @@ from typing import Literal, Protocol
 
 import torch
 
-ReferenceKLEstimator = Literal["k3", "k2"]
+ReferenceKLEstimator = Literal["k3", "k2", "k3-ratio"]
 """The estimator of KL(pi || pi_ref) in the loss, on the policy's own samples: ``k3 = exp(ref - logp) - (ref - logp)
-- 1`` (DeepSeekMath eq. 4; its gradient is biased) or ``k2 = (logp - ref)^2 / 2``, whose gradient is the
-score-function gradient of the KL (arXiv 2510.01555)."""
+- 1`` (DeepSeekMath eq. 4; its gradient is biased), ``k2 = (logp - ref)^2 / 2``, whose gradient is the
+score-function gradient of the KL (arXiv 2510.01555), or ``k3-ratio``, k3 times the ratio pi / pi_old, whose
+gradient is the same score-function gradient (DeepSeek-V3.2; TRL's ``use_bias_correction_kl``)."""
 
 
 def kl_k1(logp: torch.Tensor, old_logp: torch.Tensor) -> torch.Tensor:
@@ -149,3 +150,13 @@ class ProportionalKL:
 
     def load_state_dict(self, state: dict[str, float]) -> None:
         self.beta, self.kl_target, self.horizon = float(state["beta"]), float(state["kl_target"]), int(state["horizon"])
+
+
+def kl_k3_ratio(ref_logp: torch.Tensor, logp: torch.Tensor, old_logp: torch.Tensor) -> torch.Tensor:
+    """Per-token ``k3(pi || pi_ref) * pi / pi_old``: GRPO's k3 weighted by the importance ratio to the sampling
+    policy, the ratio differentiable (DeepSeek-V3.2, arXiv 2512.02556; TRL 1.16's ``use_bias_correction_kl``,
+    default on). Where ``pi = pi_old`` its value is k3's and its gradient, with ``rho = pi_ref / pi``, is
+    ``(k3 + 1 - rho) grad log pi = (log pi - log pi_ref) grad log pi``: the score-function gradient of the KL, as
+    k2's. All ``(..., T)`` alike.
+    """
+    return kl_k3(ref_logp, logp) * torch.exp(logp - old_logp)

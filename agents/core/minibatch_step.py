@@ -21,7 +21,7 @@ from agents.core.advantages import masked_mean, whiten
 from agents.core.batch import Minibatch
 from agents.core.config import PPOConfig
 from agents.core.distributed import all_reduce_mean_, local_shard, world_size
-from agents.core.kl import ReferenceKLEstimator, kl_k1, kl_k2, kl_k3
+from agents.core.kl import ReferenceKLEstimator, kl_k1, kl_k2, kl_k3, kl_k3_ratio
 from agents.core.losses import SurrogateInputs, aggregate, clip_fraction, entropy_bonus, value_loss
 from agents.core.objectives import Objective, uses_critic
 from agents.core.optimizer import AdamState, adam_step, clip_by_global_norm, fused_adam_step
@@ -55,7 +55,7 @@ class LossSettings:
     reference_kl_coef: float = 0.0
     """Weight of the estimate of KL(pi || pi_ref) in the loss, where the minibatch carries ``ref_logp``."""
     reference_kl_estimator: ReferenceKLEstimator = "k3"
-    """Which estimate of KL(pi || pi_ref) the loss carries: k3 (GRPO) or k2."""
+    """Which estimate of KL(pi || pi_ref) the loss carries: k3 (GRPO), k2 or k3-ratio."""
 
     @property
     def aggregation(self):
@@ -83,6 +83,13 @@ def zeroed_off_the_mask(evaluation: Evaluation, mb: Minibatch) -> tuple[Evaluati
     return evaluation, mb
 
 
+def reference_kl_estimate(estimator: ReferenceKLEstimator, mb: Minibatch, logp: torch.Tensor) -> torch.Tensor:
+    """Per-token estimate of KL(pi || pi_ref) on the policy's samples by ``estimator`` (the log ratio is ref - pi)."""
+    if estimator == "k3-ratio":
+        return kl_k3_ratio(mb.ref_logp, logp, mb.old_logp)
+    return (kl_k2 if estimator == "k2" else kl_k3)(mb.ref_logp, logp)
+
+
 def minibatch_loss(
     evaluation: Evaluation, mb: Minibatch, beta: torch.Tensor, settings: LossSettings
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -91,7 +98,7 @@ def minibatch_loss(
 
     The surrogate is the objective's, aggregated as ``settings.aggregation`` says; the value loss only for
     objectives with a critic; the reference KL (GRPO's KL in the loss; DeepSeekMath eq. 4), estimated by
-    ``settings.reference_kl_estimator`` (k3 or k2) and aggregated like the surrogate, only where the minibatch
+    ``settings.reference_kl_estimator`` (k3, k2 or k3-ratio) and aggregated like the surrogate, only where the minibatch
     carries ``ref_logp``.
     """
     objective, cfg, how = settings.objective, settings.cfg, settings.aggregation
@@ -105,9 +112,8 @@ def minibatch_loss(
     zero = torch.zeros((), device=policy_loss.device)
     v_loss = value_loss(evaluation.value, mb.old_values, mb.returns, mb.mask, cfg.value_clip) if critic else zero
     entropy = entropy_bonus(evaluation.entropy, mb.mask)
-    estimate = kl_k2 if settings.reference_kl_estimator == "k2" else kl_k3
     reference_kl = (
-        aggregate(estimate(mb.ref_logp, evaluation.logp), mb.mask, how)  # KL(pi || pi_ref): log ratio ref - pi
+        aggregate(reference_kl_estimate(settings.reference_kl_estimator, mb, evaluation.logp), mb.mask, how)
         if mb.ref_logp is not None and settings.reference_kl_coef > 0
         else zero
     )

@@ -59,7 +59,8 @@ class TextEnvConfig:
     ref_kl_in: ReferenceKL | None = None
     """Where the reference KL goes: reward (PPO, RLOO), loss (k3; GRPO), none (Dr. GRPO, DAPO); None = recipe."""
     ref_kl_estimator: ReferenceKLEstimator = "k3"
-    """KL in the loss only: k3 (GRPO) or k2 = (log pi - log pi_ref)^2 / 2, gradient-equal to k1 in the reward."""
+    """KL in the loss only: k3 (GRPO), k2 = (log pi - log pi_ref)^2 / 2 or k3-ratio = k3 * pi / pi_old (TRL's
+    default), the last two gradient-equal to k1 in the reward on-policy."""
     ref_kl_coef: float | None = None
     """beta_ref: initial one in the reward (Ziegler et al.: 0.2), fixed one in the loss (GRPO: 0.04); None = these."""
     ref_kl_target: float | None = 6.0
