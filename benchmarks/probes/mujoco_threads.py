@@ -6,13 +6,16 @@ For each task and each number of environments N, environment steps per second (N
 - ``gymnasium sync``: ``make_vector_env``'s ``FinalObsSyncVectorEnv`` of N envs (what training steps today);
 - ``gymnasium thread pool``: the same N Gymnasium envs split among T Python threads (pays only where ``mj_step``
   releases the GIL; the script first checks that it does);
-- ``batched``: ``BatchedMujocoVectorEnv`` of N envs, ``mujoco.batch.Batch`` on T threads (the caller's included).
+- ``batched``: ``BatchedMujocoVectorEnv`` of N envs, ``mujoco.batch.Batch`` on T threads (the caller's included);
+- ``gymnasium async`` and ``sb3 subproc``: Gymnasium's ``AsyncVectorEnv`` and Stable-Baselines3's ``SubprocVecEnv``,
+  N envs in N worker processes (forked), the multi-process way peers step many envs.
 
 Every contender takes the same pre-drawn uniform random actions, has a short untimed warm-up and steps about
 ``--steps`` environment steps. The ratio is against ``one env`` of the same run. Tasks without a batched path print
 the factory's fallback line and only Gymnasium's rows. Figures need a quiet machine: run nothing else meanwhile.
 
     python -m benchmarks.probes.mujoco_threads --env-ids Hopper-v5 HalfCheetah-v5 --num-envs 2 8 64 --threads 1 2
+    python -m benchmarks.probes.mujoco_threads --env-ids Hopper-v5 --num-envs 16 64 --threads 2 --worker-processes
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 import gymnasium as gym
 import mujoco
 import numpy as np
+from stable_baselines3.common.vec_env import SubprocVecEnv
 
 from benchmarks.harness import machine_header
 from envs.mujoco import make_vector_env
@@ -126,6 +130,23 @@ def gymnasium_thread_pool(env_id: str, num_envs: int, threads: int, steps: int, 
     return vector_steps * num_envs / seconds
 
 
+def worker_processes(kind: str, env_id: str, num_envs: int, steps: int, seed: int) -> float:
+    """Steps/s of ``num_envs`` Gymnasium envs, one per forked worker process: ``kind`` "gymnasium async"
+    (``AsyncVectorEnv``) or "sb3 subproc" (``SubprocVecEnv``); each steps its envs' resets itself."""
+    makers = [lambda: gym.make(env_id)] * num_envs
+    if kind == "gymnasium async":
+        envs = gym.vector.AsyncVectorEnv(makers, context="fork")
+        envs.reset(seed=seed)
+    else:
+        envs = SubprocVecEnv(makers, start_method="fork")
+        envs.seed(seed)
+        envs.reset()
+    vector_steps = max(1, steps // num_envs)
+    seconds = timed(envs.step, action_blocks(env_id, num_envs, seed), vector_steps)
+    envs.close()
+    return vector_steps * num_envs / seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env-ids", nargs="+", default=["Hopper-v5", "HalfCheetah-v5"], help="MuJoCo v5 tasks")
@@ -133,10 +154,11 @@ def main() -> None:
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2], help="thread counts of the threaded rows")
     parser.add_argument("--steps", type=int, default=100_000, help="environment steps per contender (timed)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--worker-processes", action="store_true", help="add the async and subproc rows")
     args = parser.parse_args()
     print(machine_header())
     print(f"mj_step releases the GIL: {'yes' if mj_step_releases_the_gil() else 'no'}")
-    print("| task | N | contender | threads | steps/s | against one env |")
+    print("| task | N | contender | threads (processes) | steps/s | against one env |")
     print("|---|---|---|---|---|---|")
     for env_id in args.env_ids:
         if env_id not in BATCHED_TASKS:
@@ -150,6 +172,8 @@ def main() -> None:
                 rows.append(("gymnasium thread pool", threads, pool))
             for threads in args.threads if env_id in BATCHED_TASKS else []:
                 rows.append(("batched", threads, vector_env(env_id, num_envs, threads, args.steps, args.seed)))
+            for kind in ("gymnasium async", "sb3 subproc") if args.worker_processes else ():
+                rows.append((kind, num_envs, worker_processes(kind, env_id, num_envs, args.steps, args.seed)))
             for contender, threads, speed in rows:
                 print(f"| {env_id} | {num_envs} | {contender} | {threads} | {speed:,.0f} | {speed / base:.2f}x |")
 
