@@ -323,6 +323,7 @@ def test_the_cli_trains_a_shipped_game_and_a_file_game(tmp_path, game_file):
         (GuessNumberConfig(), {"turn_gamma": 1.5}, "--turn-gamma must be in"),
         (GuessNumberConfig(), {"eos_penalty": -1.0}, "--eos-penalty shape a single completion's score"),
         (GuessNumberConfig(), {"max_turns": 0}, "--max-turns and --max-context-tokens must be >= 1"),
+        (GuessNumberConfig(), {"prompts_without_replacement": True}, "a game draws fresh episode seeds"),
     ],
 )
 def test_impossible_game_settings_are_one_line_errors(task, text, message):

@@ -133,6 +133,28 @@ def test_ppo_update_runs_all_epochs_and_reports_kl():
     assert result.kl_after_update == result.stats["kl_after_update"]
 
 
+@pytest.mark.parametrize("reshuffle", [True, False])
+def test_minibatches_are_reshuffled_each_epoch_unless_switched_off(reshuffle):
+    torch.manual_seed(0)
+    policy = GaussianActorCritic(4, 2)
+    params = {k: p.detach() for k, p in policy.named_parameters()}
+    cfg = PPOConfig(epochs=3, minibatch_size=64, reshuffle_each_epoch=reshuffle)
+    step = make_minibatch_step(policy, Clip(), cfg, compile=False)
+    seen = []
+
+    def recording_step(params, adam, batch, index, lr, beta):
+        seen.append(index.clone())
+        return step(params, adam, batch, index, lr, beta)
+
+    batch = make_batch(policy)
+    ppo_update(policy, params, AdamState(params), recording_step, batch, cfg, UpdateSchedule(3e-4, 0.0),
+               torch.Generator().manual_seed(0))  # fmt: skip
+    per_epoch = len(seen) // 3
+    epochs = [torch.cat(seen[e * per_epoch : (e + 1) * per_epoch]) for e in range(3)]
+    assert all(sorted(order.tolist()) == list(range(batch.size)) for order in epochs)
+    assert all(torch.equal(epochs[0], order) for order in epochs[1:]) == (not reshuffle)
+
+
 def test_target_kl_stops_after_the_first_epoch():
     result = run_update(PPOConfig(epochs=10, minibatch_size=64, target_kl=1e-9), learning_rate=1e-2)
     assert result.stats["epochs_run"] == 1.0

@@ -179,3 +179,20 @@ def test_rendering_follows_the_walker(env_id, monkeypatch):
     plain.reset(seed=0)
     assert walker_pixels_after_running_forward(plain) == 0.0
     plain.close()
+
+
+def test_prompts_in_shuffled_passes_take_each_once_per_pass_and_continue_from_a_saved_pass():
+    import numpy as np
+
+    from agents.text.rollout import PromptDraws
+
+    draws = PromptDraws(5, np.random.default_rng(0), shuffled_passes=True)
+    taken = np.concatenate([draws(3) for _ in range(5)])  # 15 = three passes of 5, cut across draws
+    assert all(sorted(taken[k : k + 5].tolist()) == list(range(5)) for k in (0, 5, 10))
+    draws(2)
+    saved_rng = np.random.default_rng(0)
+    saved_rng.bit_generator.state = draws.rng.bit_generator.state
+    resumed = PromptDraws(5, saved_rng, True, list(draws.order), draws.position)
+    assert draws(7).tolist() == resumed(7).tolist()
+    with_replacement = PromptDraws(5, np.random.default_rng(0))
+    assert with_replacement(4).tolist() == np.random.default_rng(0).integers(5, size=4).tolist()

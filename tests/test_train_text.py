@@ -117,18 +117,28 @@ def test_saved_policy_loads_with_from_pretrained_and_matches(tmp_path, custom_ta
     assert (run_dir / "policy" / "value_head.pt").is_file()
 
 
-def test_reward_failure_stops_with_the_checkpoint_intact_and_resume_matches(tmp_path, custom_task, monkeypatch):
-    whole = train_text(tiny_text_config(tmp_path, "whole", custom_task))
+@pytest.mark.parametrize("without_replacement", [False, True], ids=["with-replacement", "shuffled-passes"])
+def test_reward_failure_stops_with_the_checkpoint_intact_and_resume_matches(
+    tmp_path, custom_task, monkeypatch, without_replacement
+):
+    """Resumed from the checkpoint after the failure, the run logs what the uninterrupted one did; with prompts in
+    shuffled passes (8 per iteration, passes of 5) that includes where the pass stood."""
+    if without_replacement:
+        five = custom_task.prompts_file.with_name("five.txt")
+        five.write_text(custom_task.prompts_file.read_text() + "a long day\n")
+        custom_task = replace(custom_task, prompts_file=five)
+    options = {"prompts_without_replacement": without_replacement}
+    whole = train_text(tiny_text_config(tmp_path, "whole", custom_task, **options))
     (custom_task.prompts_file.parent / "calls.txt").unlink()
     monkeypatch.setenv("REWARD_FAILS_AT", "2")
     with pytest.raises(RewardError, match="RuntimeError: the reward server is down"):
-        train_text(tiny_text_config(tmp_path, "broken", custom_task))
+        train_text(tiny_text_config(tmp_path, "broken", custom_task, **options))
     broken_dir = tmp_path / "runs" / "broken"
     checkpoint_bytes = (broken_dir / "checkpoints" / "latest.pt").read_bytes()
     assert load_checkpoint(broken_dir)["iteration"] == 2
     monkeypatch.setenv("REWARD_FAILS_AT", "never")
     resume = RunConfig(resume=broken_dir, progress=False)
-    train_text(replace(tiny_text_config(tmp_path, "ignored", custom_task), run=resume))
+    train_text(replace(tiny_text_config(tmp_path, "ignored", custom_task, **options), run=resume))
     resumed = read_jsonl(broken_dir / METRICS_FILE)
     assert without_measurements(read_jsonl(whole / METRICS_FILE)) == without_measurements(resumed)
     assert checkpoint_bytes != (broken_dir / "checkpoints" / "latest.pt").read_bytes()

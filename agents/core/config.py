@@ -28,6 +28,9 @@ class PPOConfig:
     """Passes over each batch (paper: 10)."""
     minibatch_size: int = 64
     """Items per gradient step, must divide the batch: MuJoCo transitions (paper: 64); text sequences."""
+    reshuffle_each_epoch: bool = True
+    """A fresh shuffle of the batch into minibatches every epoch (baselines, CleanRL, SB3); off: one shuffle per
+    update, the same minibatches in every epoch (TRL's GRPOTrainer with num_iterations > 1)."""
     learning_rate: float = 3e-4
     """Adam step size (paper: 3e-4)."""
     anneal_lr: bool = True

@@ -66,7 +66,8 @@ def ppo_update(
     generator: torch.Generator,
     evaluation_chunk: int = 8192,
 ) -> UpdateResult:
-    """``cfg.epochs`` passes of shuffled minibatches of ``cfg.minibatch_size`` items through ``step``.
+    """``cfg.epochs`` passes of shuffled minibatches of ``cfg.minibatch_size`` items through ``step``, shuffled
+    again for every epoch unless ``cfg.reshuffle_each_epoch`` is off (then every epoch takes the first's).
 
     ``batch`` is this process's share; with several processes each takes ``minibatch_size / processes`` items
     of its own share per step, and the averaged gradient is that of a ``minibatch_size`` minibatch.
@@ -79,11 +80,11 @@ def ppo_update(
     beta = torch.tensor(schedule.beta, device=device)
     per_step: list[torch.Tensor] = []
     epochs_run = 0
-    for _ in range(cfg.epochs):
-        epoch_stats = [
-            step(params, adam, batch, index, lr, beta)
-            for index in minibatch_indices(batch.size, cfg.minibatch_size // world_size(), generator)
-        ]
+    minibatches: list[torch.Tensor] = []
+    for epoch in range(cfg.epochs):
+        if epoch == 0 or cfg.reshuffle_each_epoch:
+            minibatches = list(minibatch_indices(batch.size, cfg.minibatch_size // world_size(), generator))
+        epoch_stats = [step(params, adam, batch, index, lr, beta) for index in minibatches]
         per_step.extend(epoch_stats)
         epochs_run += 1
         epoch_mean = torch.stack(epoch_stats).mean(0)

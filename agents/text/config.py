@@ -39,6 +39,9 @@ class TextEnvConfig:
     guess-number, mastermind, calculator or custom-game."""
     prompts_per_iteration: int = 16
     """Prompts sampled per iteration (one completion each; games: episodes): the PPO batch in sequences."""
+    prompts_without_replacement: bool = False
+    """Draw the training prompts in shuffled passes over all of them, each once per pass (TRL's RepeatSampler);
+    off: each draw uniform with replacement."""
     max_new_tokens: int = 24
     """Token limit of a completion (games: of one turn); reaching it ends the episode (the turn) like EOS does."""
     max_prompt_tokens: int = 64
@@ -248,6 +251,11 @@ def validate_game_text_config(config: TextTrainConfig) -> None:
         raise ConfigError(
             f"{', '.join(used)} shape a single completion's score, and a game rewards its turns itself: drop them "
             "(dapo: add --overlong-cache 0)"
+        )
+    if text.prompts_without_replacement:
+        raise ConfigError(
+            "--prompts-without-replacement draws a task's training prompts, and a game draws fresh episode seeds "
+            "(10^9 of them): drop it"
         )
 
 

@@ -552,8 +552,35 @@ def sample_batch(
 
 
 @dataclass
+class PromptDraws:
+    """Which training prompts the next groups take: uniform draws with replacement from ``rng``, or with
+    ``shuffled_passes`` each prompt once per pass, the passes in orders drawn from ``rng`` (TRL's
+    ``RepeatSampler``, trl/trainer/grpo_trainer.py). ``order`` and ``position`` are the current pass and how far it
+    has been taken: checkpointed, so a resumed run draws what the uninterrupted one would."""
+
+    count: int
+    rng: np.random.Generator
+    shuffled_passes: bool = False
+    order: list[int] = field(default_factory=list)
+    position: int = 0
+
+    def __call__(self, size: int) -> np.ndarray:
+        """``(size,)`` prompt indices."""
+        if not self.shuffled_passes:
+            return self.rng.integers(self.count, size=size)
+        drawn: list[int] = []
+        while len(drawn) < size:
+            if self.position == len(self.order):
+                self.order, self.position = self.rng.permutation(self.count).tolist(), 0
+            take = min(size - len(drawn), len(self.order) - self.position)
+            drawn.extend(self.order[self.position : self.position + take])
+            self.position += take
+        return np.array(drawn, dtype=np.int64)
+
+
+@dataclass
 class PromptGroups:
-    """Draws training prompts (``prompt_rng``) and samples each ``settings.group_size`` times side by side
+    """Draws training prompts (``draw_prompts``) and samples each ``settings.group_size`` times side by side
     (``generator``), scored by ``score``; remembers each formatted prompt's training prompt for the logged
     samples."""
 
@@ -564,12 +591,12 @@ class PromptGroups:
     score: Callable
     """``score(prompts, completions) -> (scores, metrics)``."""
     settings: TextBatchSettings
-    prompt_rng: np.random.Generator
+    draw_prompts: PromptDraws
     generator: torch.Generator
     raw_prompt_of: dict[str, str] = field(default_factory=dict)
 
     def __call__(self, groups: int) -> SampledCompletions:
-        drawn = self.prompt_rng.integers(len(self.train_prompts), size=groups)
+        drawn = self.draw_prompts(groups)
         raw = [self.train_prompts[i] for i in np.repeat(drawn, self.settings.group_size)]
         prompts = format_prompts(self.tokenizer, raw, self.chat_template)
         self.raw_prompt_of.update(zip(prompts, raw))

@@ -62,7 +62,7 @@ from agents.text.metrics import (
     turn_metrics,
 )
 from agents.text.proxy import PROXY_REPORT_FILE, run_task
-from agents.text.rollout import PromptGroups, TextBatchSettings, build_text_batch, sample_batch
+from agents.text.rollout import PromptDraws, PromptGroups, TextBatchSettings, build_text_batch, sample_batch
 from agents.text.sharding import gathered_weights, shard_policy, unsharded_copy
 from envs.text.games import game_factory, is_game_config
 from envs.text.tasks import Task, checked_scores
@@ -118,6 +118,8 @@ class TextLoopState:
     sampling_generator: torch.Generator
     minibatch_generator: torch.Generator
     prompt_rng: np.random.Generator
+    prompt_draws: PromptDraws
+    """Which training prompts come next (reads ``prompt_rng``); games draw their seeds from ``prompt_rng``."""
     score_normalizer: ScoreNormalizer
     device: torch.device
     global_step: int = 0
@@ -132,6 +134,7 @@ class TextLoopState:
             "sampling_rng": self.sampling_generator.get_state(),
             "minibatch_rng": self.minibatch_generator.get_state(),
             "prompt_rng": to_storable(self.prompt_rng.bit_generator.state),
+            "prompt_pass": {"order": self.prompt_draws.order, "position": self.prompt_draws.position},
             **global_rng_state(),
             "score_shift": self.score_normalizer.shift,
             "score_scale": self.score_normalizer.scale,
@@ -162,6 +165,8 @@ class TextLoopState:
         self.sampling_generator.set_state(state["sampling_rng"])
         self.minibatch_generator.set_state(state["minibatch_rng"])
         self.prompt_rng.bit_generator.state = state["prompt_rng"]
+        prompt_pass = state.get("prompt_pass", {"order": [], "position": 0})  # checkpoints before it: none taken
+        self.prompt_draws.order, self.prompt_draws.position = list(prompt_pass["order"]), prompt_pass["position"]
         restore_global_rng_state(state, self.device)
         self.score_normalizer = ScoreNormalizer(state["score_shift"], state["score_scale"])
         self.global_step, self.iteration = state["global_step"], state["iteration"]
@@ -210,6 +215,8 @@ def train_text(config: TextTrainConfig) -> Path:
         shard_policy(policy, reference, device)  # each process keeps its shard of the weights it was given
         params = {name: p.detach() for name, p in policy.named_parameters() if p.requires_grad}
     critic_params = {name: p for name, p in params.items() if name in policy.critic_parameter_names()}
+    prompt_rng = np.random.default_rng(process_seed)
+    train_prompts = [] if playing else task.prompts("train")
     state = TextLoopState(
         params=params,
         adam=AdamState({name: local_shard(p) for name, p in params.items()}),
@@ -217,7 +224,8 @@ def train_text(config: TextTrainConfig) -> Path:
         reference_kl=make_reference_controller(config),
         sampling_generator=torch.Generator().manual_seed(process_seed),
         minibatch_generator=torch.Generator().manual_seed(process_seed + 1),
-        prompt_rng=np.random.default_rng(process_seed),
+        prompt_rng=prompt_rng,
+        prompt_draws=PromptDraws(len(train_prompts), prompt_rng, text.prompts_without_replacement),
         score_normalizer=ScoreNormalizer(calibrated=not text.normalize_scores),
         device=device,
     )
@@ -244,7 +252,7 @@ def train_text(config: TextTrainConfig) -> Path:
     else:
         score = functools.partial(task_scores, task, state.score_normalizer)
         sample_groups = PromptGroups(
-            policy, tokenizer, task.prompts("train"), text.chat_template, score, settings, state.prompt_rng,
+            policy, tokenizer, train_prompts, text.chat_template, score, settings, state.prompt_draws,
             state.sampling_generator,
         )  # fmt: skip
         heldout = functools.partial(heldout_metrics, tokenizer=tokenizer, task=task, text=text)
