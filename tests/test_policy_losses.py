@@ -12,7 +12,7 @@ import torch
 from agents.commands.compare import LOSS_OBJECTIVES, PRESET_GROUPS, PRESETS, cell_config, expand_grid
 from agents.core.advantages import discounted_returns, reinforce_pp_advantages
 from agents.core.batch import Minibatch
-from agents.core.config import ConfigError
+from agents.core.config import ConfigError, PPOConfig
 from agents.core.losses import (
     SurrogateInputs,
     aggregate,
@@ -47,7 +47,6 @@ from agents.runs.reader import objective_of
 from agents.text.actor_critic import sample_responses, token_log_probs_and_entropy
 from agents.text.config import TEXT_PPO_DEFAULTS, validate_text_config
 from agents.text.train import train_text
-from agents.walkers.config import validate_config
 from agents.walkers.rollout import EpisodeGroup, reinforce_pp_steps
 from agents.walkers.train import train
 from envs.text.models import build_tiny_model
@@ -323,10 +322,30 @@ def test_every_new_objective_defined_on_walkers_trains_inverted_pendulum(tmp_pat
     assert all((r["value_loss"] == 0.0) == (not uses_critic(objective)) for r in records[1:])
 
 
-@pytest.mark.parametrize("objective", [GSPO(), GSPOToken(), GMPO()], ids=lambda o: o.name)
-def test_sequence_level_objectives_are_refused_on_walkers_in_one_line(tmp_path, objective):
-    with pytest.raises(ConfigError, match=f"{objective.name} takes one ratio per sequence .* use cispo, sapo or grpo"):
-        validate_config(tiny_config(tmp_path, "s", objective=objective, env_id="InvertedPendulum-v5"))
+@pytest.mark.parametrize("objective", [GSPO(group_size=4), GMPO(group_size=4)], ids=lambda o: o.name)
+def test_sequence_level_objectives_train_inverted_pendulum_on_whole_episodes(tmp_path, objective):
+    """A walker episode is the sequence: the batch holds one masked row per episode, and the update takes whole
+    episodes, about as many minibatches as transitions would give."""
+    config = tiny_config(tmp_path, objective.name, objective=objective, env_id="InvertedPendulum-v5", total_steps=1024)
+    records = read_jsonl(train(config) / METRICS_FILE)
+    assert records[-1]["global_step"] >= 1024 and all(math.isfinite(r["policy_loss"]) for r in records)
+    assert any(r["approx_kl_k3"] > 0 for r in records), "the policy moved"
+
+
+def test_an_episode_batch_holds_one_masked_row_per_episode_and_minibatches_of_whole_episodes():
+    from agents.core.batch import Minibatch
+    from agents.walkers.rollout import episode_batch
+    from agents.walkers.train import episode_minibatches
+
+    steps = torch.arange(6.0)
+    transitions = Minibatch({"obs": torch.stack([steps, -steps], 1)}, steps, steps, steps, steps, torch.ones(6))
+    rows = episode_batch(transitions, [2, 3, 1])
+    assert rows.mask.tolist() == [[1, 1, 0], [1, 1, 1], [1, 0, 0]]
+    assert rows.old_logp.tolist() == [[0, 1, 0], [2, 3, 4], [5, 0, 0]]
+    assert rows.inputs["obs"].shape == (3, 3, 2) and rows.inputs["obs"][1, 2].tolist() == [4, -4]
+    # 3 episodes of 6 steps, minibatches of 2 transitions would be 3 gradient steps: one episode each
+    assert episode_minibatches(PPOConfig(minibatch_size=2), rows).minibatch_size == 1
+    assert episode_minibatches(PPOConfig(minibatch_size=4), rows).minibatch_size == 2
 
 
 def test_round_3_presets_follow_the_group_methods_and_make_cells_where_their_loss_is_defined(tmp_path):
@@ -339,8 +358,4 @@ def test_round_3_presets_follow_the_group_methods_and_make_cells_where_their_los
         assert parsed.objective == PRESETS[name].objective == OBJECTIVES[objective.name]()
         assert objective_label(objective_of(config_to_dict(parsed))) == name  # ppo report groups it by its name
         walker = tiny_grid(tmp_path, envs=("InvertedPendulum-v5",), objectives=(name,))
-        if objective.sequence_level:
-            with pytest.raises(ConfigError, match="takes one ratio per sequence"):
-                cell_config(expand_grid(walker)[0], walker, tmp_path / "runs" / "grid")
-        else:
-            assert cell_config(expand_grid(walker)[0], walker, tmp_path / "runs" / "grid").objective == objective
+        assert cell_config(expand_grid(walker)[0], walker, tmp_path / "runs" / "grid").objective == objective

@@ -81,8 +81,8 @@ class Objective(ABC):
     recipe_aggregation: ClassVar[LossAggregation] = "token-mean"
     recipe_reference_kl: ClassVar[ReferenceKL] = "reward"
     sequence_level: ClassVar[bool] = False
-    """Whether the surrogate reads whole sequences (a ratio per sequence): text only, since walker minibatches are
-    shuffled transitions."""
+    """Whether the surrogate reads whole sequences (a ratio per sequence): a text batch's rows are completions, and
+    walkers then batch whole episodes, one row each, in minibatches of whole episodes."""
 
     @abstractmethod
     def surrogate(self, inputs: SurrogateInputs, beta: torch.Tensor, how: LossAggregation) -> torch.Tensor:
@@ -338,7 +338,7 @@ class DAPO(GroupObjective):
 class GSPO(GroupObjective):
     """GSPO (Zheng et al. 2025, arXiv 2507.18071): GRPO's advantages, one importance ratio per sequence,
     ``s_i = exp((1/|y_i|) sum_t log r_i,t)``, clipped to [1 - 3e-4, 1 + 4e-4] in PPO-Clip's ``min``; each sequence
-    weighs the same; no reference KL. Text only (a ratio per sequence)."""
+    weighs the same; no reference KL. On walkers the sequence is an episode."""
 
     name: ClassVar[str] = "gspo"
     recipe_aggregation: ClassVar[LossAggregation] = "sequence-mean"  # GSPO section 4.1: 1/G sum_i, a term per sequence
@@ -375,8 +375,8 @@ class GSPOToken(GSPO):
 @dataclass(frozen=True)
 class GMPO(GroupObjective):
     """GMPO (Zhao et al. 2025, arXiv 2507.20673): GRPO's advantages times the geometric mean of the token ratios,
-    each clipped pessimistically in log space to [-0.4, 0.4] (ratios in [e^-0.4, e^0.4]); no reference KL. Text
-    only (a ratio per sequence)."""
+    each clipped pessimistically in log space to [-0.4, 0.4] (ratios in [e^-0.4, e^0.4]); no reference KL. On
+    walkers the sequence is an episode."""
 
     name: ClassVar[str] = "gmpo"
     recipe_aggregation: ClassVar[LossAggregation] = "sequence-mean"  # GMPO: 1/G sum_i A_i (prod_t r_i,t)^(1/|o_i|)

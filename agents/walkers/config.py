@@ -82,11 +82,6 @@ def validate_config(config: TrainConfig) -> None:
     env, ppo = config.env, config.ppo
     validate_ppo(ppo)
     config.objective.validate()
-    if config.objective.sequence_level:
-        raise ConfigError(
-            f"{config.objective.name} takes one ratio per sequence and walker minibatches are shuffled transitions: "
-            "train it with ppo train text, or use cispo, sapo or grpo on walkers"
-        )
     if config.objective.advantage_estimator == "gigpo":
         raise ConfigError(
             "gigpo groups the turns of multi-turn text games that reached the same state, and a walker's continuous "

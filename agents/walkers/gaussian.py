@@ -133,9 +133,9 @@ class GaussianActorCritic(nn.Module):
         )
 
     def critic_value(self, normalized: torch.Tensor) -> torch.Tensor:
-        """The value MLP on normalised observations ``(N, obs_dim)``, or zeros without a critic; ``(N,)``."""
+        """The value MLP on normalised observations ``(..., obs_dim)``, or zeros without a critic; ``(...)``."""
         if self.critic is None:
-            return normalized.new_zeros(normalized.shape[0])
+            return normalized.new_zeros(normalized.shape[:-1])
         return self.critic(normalized).squeeze(-1)
 
     @torch.no_grad()
@@ -159,7 +159,8 @@ class GaussianActorCritic(nn.Module):
 
     def forward(self, inputs: dict[str, torch.Tensor]) -> Evaluation:
         """Evaluate a minibatch of transitions: ``inputs`` holds ``obs (N, obs_dim)``, ``actions (N, action_dim)``,
-        ``old_mean (N, action_dim)`` and ``old_log_std (N, action_dim)``; every output is ``(N,)``."""
+        ``old_mean (N, action_dim)`` and ``old_log_std (N, action_dim)``; every output is ``(N,)``. A minibatch of
+        whole episodes, ``(E, T, ...)`` each, gives ``(E, T)``."""
         normalized = self.normalize(inputs["obs"])
         mean = self.actor_mean(normalized)
         log_std = self.actor_log_std.expand_as(mean)

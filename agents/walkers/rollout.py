@@ -237,6 +237,23 @@ def collect_mujoco(
     return Rollout(batch, obs, obs_buffer.reshape(num_steps * num_envs, -1), finished)
 
 
+def episode_batch(transitions: Minibatch, lengths: list[int]) -> Minibatch:
+    """The transitions of consecutive episodes of ``lengths`` as one row per episode: every ``(N, ...)`` tensor
+    becomes ``(E, T_max, ...)``, zero past an episode's end, where the mask is 0."""
+
+    def rows(flat: torch.Tensor) -> torch.Tensor:
+        return torch.nn.utils.rnn.pad_sequence(list(flat.split(lengths)), batch_first=True)
+
+    return Minibatch(
+        inputs={key: rows(value) for key, value in transitions.inputs.items()},
+        old_logp=rows(transitions.old_logp),
+        advantages=rows(transitions.advantages),
+        returns=rows(transitions.returns),
+        old_values=rows(transitions.old_values),
+        mask=rows(transitions.mask),
+    )
+
+
 KEEP_EVERY_GROUP = SamplingPlan()
 """No dynamic sampling: one round, every group in the batch."""
 
@@ -307,8 +324,13 @@ def collect_mujoco_groups(
     plan: SamplingPlan = KEEP_EVERY_GROUP,
     play: Callable[[], EpisodeGroup] | None = None,
     gamma: float = 1.0,
+    episode_rows: bool = False,
 ) -> Rollout:
     """Whole groups of episodes (``play_group``), until the batch holds at least ``min_steps`` transitions.
+
+    The batch holds transitions, ``(N,)`` each; with ``episode_rows`` (the sequence-level objectives: a walker
+    episode is their sequence) it holds one row per episode, ``(E, T_max)`` padded and masked, as a text batch
+    holds one row per completion (``episode_batch``).
 
     Each episode's undiscounted return is the outcome reward of all its steps; the group-relative ``estimator``
     (``GROUP_ESTIMATORS``) turns the G returns into G advantages, and every step of an episode gets its episode's.
@@ -377,6 +399,10 @@ def collect_mujoco_groups(
         old_values=zeros,
         mask=torch.ones(len(observations), device=device),
     )
+    if episode_rows:
+        batch = episode_batch(
+            batch, [length for r, g in filled.kept + filled.fillers for length in rounds[r][g].lengths]
+        )
     steps = sum(length for _, length in finished)
     return Rollout(
         batch, None, np.stack(observations), finished, zero_variance, filled.groups_sampled,

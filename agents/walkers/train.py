@@ -5,7 +5,7 @@ from one state instead of a fixed number of steps, and no critic is built."""
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -14,6 +14,7 @@ import torch
 from gymnasium.vector import SyncVectorEnv
 
 from agents.core.batch import Minibatch
+from agents.core.config import PPOConfig
 from agents.core.distributed import all_reduce_sum, gather_objects, rank, world_size
 from agents.core.kl import KLController
 from agents.core.minibatch_step import make_minibatch_step
@@ -117,6 +118,17 @@ def equal_shares(batch: Minibatch, generator: torch.Generator) -> Minibatch:
     return batch.select(torch.randperm(batch.size, generator=generator)[:smallest])
 
 
+def episode_minibatches(ppo: PPOConfig, batch: Minibatch) -> PPOConfig:
+    """A batch of whole episodes (sequence-level objectives) in minibatches of whole episodes: ``ppo`` with
+    ``minibatch_size`` counted in episodes, as many per minibatch as give about the minibatches ``--minibatch-size``
+    transitions would (``episodes x minibatch_size / steps``), at least one per process. Decided from counts over
+    every process, so each takes the same number of gradient steps."""
+    steps = float(all_reduce_sum(batch.mask.sum().reshape(1)))
+    episodes = batch.size * world_size()
+    per_process = max(1, round(episodes * ppo.minibatch_size / steps / world_size()))
+    return replace(ppo, minibatch_size=per_process * world_size())
+
+
 def group_metrics(rollout: Rollout, plan: SamplingPlan) -> dict[str, float]:
     """Over every process: the share of the iteration's groups whose episode returns are all equal, the groups
     sampled, and those dynamic sampling dropped (with its rounds and filler groups when it is on)."""
@@ -187,7 +199,9 @@ def train(config: TrainConfig) -> Path:
         device=device,
     )
     run_dir, logger = open_run_folder(config, env_cfg.env_id, objective.name, state, checkpoint)
-    minibatch_step = make_minibatch_step(policy, objective, ppo_cfg, run_cfg.compile)
+    # episode rows change length every iteration, and torch.compile refuses the length as a dynamic dimension
+    # (ConstraintViolationError): the sequence-level objectives step eagerly
+    minibatch_step = make_minibatch_step(policy, objective, ppo_cfg, run_cfg.compile and not objective.sequence_level)
 
     batch_size = env_cfg.num_steps * env_cfg.num_envs * world_size()  # every process's steps (groups: at least)
     num_iterations = ppo_cfg.total_steps // batch_size  # groups: the budget in steps decides instead
@@ -209,9 +223,11 @@ def train(config: TrainConfig) -> Path:
                     state.action_rng,
                     plan,
                     gamma=ppo_cfg.gamma,
+                    episode_rows=objective.sequence_level,
                 )
                 steps = int(all_reduce_sum(torch.tensor(rollout.steps)))  # stepped by every process
                 batch = equal_shares(rollout.batch, state.minibatch_generator).of_any_size()
+                update_cfg = episode_minibatches(ppo_cfg, batch) if objective.sequence_level else ppo_cfg
             else:
                 rollout = collect_mujoco(
                     envs,
@@ -225,11 +241,12 @@ def train(config: TrainConfig) -> Path:
                     ppo_cfg.gae_lambda,
                 )
                 steps, batch, state.obs = batch_size, rollout.batch, rollout.next_obs
+                update_cfg = ppo_cfg
             state.global_step += steps
             clock.rollout_done()
 
             result = ppo_update(
-                policy, params, state.adam, minibatch_step, batch, ppo_cfg, schedule, state.minibatch_generator
+                policy, params, state.adam, minibatch_step, batch, update_cfg, schedule, state.minibatch_generator
             )
             # once per iteration, from the whole update (paper, section 4)
             state.penalty.update(result.kl_after_update, batch.size * world_size())
