@@ -322,7 +322,9 @@ def test_every_new_objective_defined_on_walkers_trains_inverted_pendulum(tmp_pat
     assert all((r["value_loss"] == 0.0) == (not uses_critic(objective)) for r in records[1:])
 
 
-@pytest.mark.parametrize("objective", [GSPO(group_size=4), GMPO(group_size=4)], ids=lambda o: o.name)
+@pytest.mark.parametrize(
+    "objective", [GSPO(group_size=4), GSPOToken(group_size=4), GMPO(group_size=4)], ids=lambda o: o.name
+)
 def test_sequence_level_objectives_train_inverted_pendulum_on_whole_episodes(tmp_path, objective):
     """A walker episode is the sequence: the batch holds one masked row per episode, and the update takes whole
     episodes, about as many minibatches as transitions would give."""
