@@ -121,6 +121,7 @@ TEXT_PPO_DEFAULTS = PPOConfig(
     epochs=4,  # RLHF practice: 4 PPO epochs (lm-human-preferences, Ziegler et al. 2019; classic TRL)
     minibatch_size=4,
     learning_rate=1e-5,
+    adam_eps=1e-8,  # torch's and TRL's; 1e-5 damps steps of weights whose clipped gradient is ~1e-4 (issue 26, 2 seeds)
     gamma=1.0,
     gae_lambda=0.95,
     normalize_advantages=False,  # whitened once over the batch instead (TextEnvConfig.whiten_advantages)
@@ -141,7 +142,7 @@ class TextTrainConfig:
     objective: ObjectiveSubcommand = Clip()
     """The policy objective: a name of the core's registry (``ppo train text --help`` lists them)."""
     ppo: PPOConfig = TEXT_PPO_DEFAULTS
-    """PPO hyperparameters (text defaults: gamma 1, 4 epochs, vf coef 0.1, value clip 0.2)."""
+    """PPO hyperparameters (text defaults: gamma 1, 4 epochs, vf coef 0.1, value clip 0.2, Adam eps 1e-8)."""
     run: RunConfig = RunConfig(compile=False, torch_threads=0)
     """Run bookkeeping (text: eager, every core)."""
 
