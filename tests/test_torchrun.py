@@ -108,7 +108,8 @@ def test_a_killed_worker_stops_the_run_with_one_line_that_says_how_to_resume(tmp
     )  # fmt: skip
     kill_worker(1, tmp_path / "plain")
     _, stderr = plain.communicate(timeout=120)
-    ours = [line for line in stderr.splitlines() if "lost its connection" in line]
+    # whichever comes first: the collective failing, or torchrun's SIGTERM to the survivor
+    ours = [line for line in stderr.splitlines() if "lost its connection" in line or "was stopped by torchrun" in line]
     assert len(ours) == 1 and "resume with `ppo train --resume" in ours[0], stderr[-3000:]
     assert "[rank0]: Traceback" not in stderr  # the surviving worker's own lines (torchrun's launcher adds its own)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -60,6 +61,15 @@ def run_folder(config: TrainConfig | TextTrainConfig, since: float) -> Path | No
         return runs_dir / config.run.run_name
     written = [path.parent for path in runs_dir.glob(f"*/{CONFIG_FILE}") if path.stat().st_mtime >= since]
     return max(written, key=lambda folder: (folder / CONFIG_FILE).stat().st_mtime, default=None)
+
+
+class StoppedByLauncher(Exception):
+    """torchrun sent this process SIGTERM: it stops every process of a run when one dies (or when it is stopped)."""
+
+
+def raise_stopped_by_launcher(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the stop's own line must not be cut by a second one
+    raise StoppedByLauncher
 
 
 def stopped_run_line(what: str, config: TrainConfig | TextTrainConfig, since: float) -> str:
@@ -137,6 +147,9 @@ def main() -> None:
         )
         handler = next(handle for cls, handle in commands.values() if isinstance(config, cls))
     started = time.time()
+    if "RANK" in os.environ and not os.environ.get(LAUNCHED_HERE):
+        # a peer that dies first costs the others torchrun's SIGTERM, often before a collective fails (a busy machine)
+        signal.signal(signal.SIGTERM, raise_stopped_by_launcher)
     try:
         status = handler(config)
     except NonFiniteLossError as error:
@@ -146,8 +159,13 @@ def main() -> None:
             raise
         if os.environ.get(LAUNCHED_HERE):  # the launcher says which process went
             sys.exit(1)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # torchrun's SIGTERM may follow: this line says it already
         rank, processes = os.environ["RANK"], os.environ.get("WORLD_SIZE", "?")
         what = f"process {rank} of {processes} lost its connection to another process of the run, which died or stopped"
+        sys.exit(stopped_run_line(what, config, started))
+    except StoppedByLauncher:
+        rank, processes = os.environ["RANK"], os.environ.get("WORLD_SIZE", "?")
+        what = f"process {rank} of {processes} was stopped by torchrun (another process died, or torchrun was stopped)"
         sys.exit(stopped_run_line(what, config, started))
     except (ValueError, FileNotFoundError, CheckpointError) as error:
         sys.exit(f"error: {error}")
