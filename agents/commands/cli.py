@@ -72,6 +72,11 @@ def raise_stopped_by_launcher(signum: int, frame: object) -> None:
     raise StoppedByLauncher
 
 
+def this_process() -> str:
+    """``process RANK of WORLD_SIZE``, from torchrun's environment."""
+    return f"process {os.environ['RANK']} of {os.environ.get('WORLD_SIZE', '?')}"
+
+
 def stopped_run_line(what: str, config: TrainConfig | TextTrainConfig, since: float) -> str:
     """``error: WHAT, so the run stopped; its last checkpoint is iteration K (path): resume with ...``."""
     folder = run_folder(config, since)
@@ -160,12 +165,10 @@ def main() -> None:
         if os.environ.get(LAUNCHED_HERE):  # the launcher says which process went
             sys.exit(1)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # torchrun's SIGTERM may follow: this line says it already
-        rank, processes = os.environ["RANK"], os.environ.get("WORLD_SIZE", "?")
-        what = f"process {rank} of {processes} lost its connection to another process of the run, which died or stopped"
+        what = f"{this_process()} lost its connection to another process of the run, which died or stopped"
         sys.exit(stopped_run_line(what, config, started))
     except StoppedByLauncher:
-        rank, processes = os.environ["RANK"], os.environ.get("WORLD_SIZE", "?")
-        what = f"process {rank} of {processes} was stopped by torchrun (another process died, or torchrun was stopped)"
+        what = f"{this_process()} was stopped by torchrun (another process died, or torchrun was stopped)"
         sys.exit(stopped_run_line(what, config, started))
     except (ValueError, FileNotFoundError, CheckpointError) as error:
         sys.exit(f"error: {error}")

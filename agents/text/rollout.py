@@ -555,7 +555,7 @@ def sample_batch(
 class PromptDraws:
     """Which training prompts the next groups take: uniform draws with replacement from ``rng``, or with
     ``shuffled_passes`` each prompt once per pass, the passes in orders drawn from ``rng`` (TRL's
-    ``RepeatSampler``, trl/trainer/grpo_trainer.py). ``order`` and ``position`` are the current pass and how far it
+    ``RepeatSampler``, trl/trainer/utils.py). ``order`` and ``position`` are the current pass and how far it
     has been taken: checkpointed, so a resumed run draws what the uninterrupted one would."""
 
     count: int

@@ -400,9 +400,7 @@ def collect_mujoco_groups(
         mask=torch.ones(len(observations), device=device),
     )
     if episode_rows:
-        batch = episode_batch(
-            batch, [length for r, g in filled.kept + filled.fillers for length in rounds[r][g].lengths]
-        )
+        batch = episode_batch(batch, [len(episode) for episode in advantages])  # one tensor per episode, in order
     steps = sum(length for _, length in finished)
     return Rollout(
         batch, None, np.stack(observations), finished, zero_variance, filled.groups_sampled,

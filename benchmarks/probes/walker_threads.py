@@ -34,16 +34,22 @@ from benchmarks.harness import ROOT, iteration_times, machine_header, ppo_comman
 POLL_SECONDS = 0.2  # how often a time-to-score run's metrics are read
 
 
+def layout_sizes(layout: str) -> tuple[int, int]:
+    """``(envs, steps per env)`` of a layout ``ENVSxSTEPS``."""
+    envs, steps = (int(part) for part in layout.split("x"))
+    return envs, steps
+
+
 def layout_options(layout: str) -> list[str]:
     """``ppo train`` options of a layout ``ENVSxSTEPS``: one env keeps Gymnasium's env, more step on 2 threads."""
-    envs, steps = (int(part) for part in layout.split("x"))
+    envs, steps = layout_sizes(layout)
     threads = ["--env-threads", "2"] if envs > 1 else []
     return ["--env-id", "Hopper-v5", "--num-envs", str(envs), "--num-steps", str(steps), *threads]
 
 
 def speed(runs: Path, layout: str, iterations: int) -> dict:
     """Steps/s after the first iteration, the phases' mean seconds, and the whole process's wall seconds."""
-    envs, steps = (int(part) for part in layout.split("x"))
+    envs, steps = layout_sizes(layout)
     command = ppo_command("train", *layout_options(layout), "--total-steps", str(envs * steps * iterations),
                           "--checkpoint-every", "1000", "--no-progress", "--runs-dir", str(runs),
                           "--run-name", layout)  # fmt: skip
