@@ -13,7 +13,7 @@ import numpy as np
 from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from envs.mujoco_batch import BATCHED_TASKS, BatchedMujocoVectorEnv
+from envs.mujoco_batch import BATCHED_TASKS, BODY_POSITIONS, BatchedMujocoVectorEnv
 
 AUTORESET_MODE = AutoresetMode.SAME_STEP
 """Rollouts rely on same-step autoreset: ``step`` returns the first observation of the next episode and
@@ -137,8 +137,9 @@ def _time_limit(env: gym.Env) -> gym.wrappers.TimeLimit | None:
 
 
 def snapshot_vector_env(envs: SyncVectorEnv | BatchedMujocoVectorEnv) -> list[dict]:
-    """Everything that decides each env's future: MuJoCo integration state, time-limit counter, RNG state (the same
-    records for both kinds of vector env, so a checkpoint resumes on either)."""
+    """Everything that decides each env's future: MuJoCo integration state, the body positions the last step left
+    (``BODY_POSITIONS``: Ant and Humanoid measure their velocity from them), time-limit counter, RNG state (the
+    same records for both kinds of vector env, so a checkpoint resumes on either)."""
     if isinstance(envs, BatchedMujocoVectorEnv):
         return envs.snapshot()
     snapshots = []
@@ -150,6 +151,7 @@ def snapshot_vector_env(envs: SyncVectorEnv | BatchedMujocoVectorEnv) -> list[di
         snapshots.append(
             {
                 "mujoco_state": state,
+                "body_positions": {name: getattr(inner.data, name).copy() for name in BODY_POSITIONS},
                 "elapsed_steps": None if time_limit is None else time_limit._elapsed_steps,
                 "rng_state": copy.deepcopy(inner.np_random.bit_generator.state),
             }
@@ -172,6 +174,8 @@ def restore_vector_env(envs: SyncVectorEnv | BatchedMujocoVectorEnv, snapshots: 
                 "checkpoint environment state does not match this environment's model; was it saved for another env id?"
             )
         mujoco.mj_setState(inner.model, inner.data, snapshot["mujoco_state"], STATE_SPEC)
+        for name, value in snapshot.get("body_positions", {}).items():  # absent from checkpoints made before
+            getattr(inner.data, name)[:] = value
         time_limit = _time_limit(env)
         if time_limit is not None:
             time_limit._elapsed_steps = snapshot["elapsed_steps"]

@@ -9,7 +9,9 @@ task, so registered keyword arguments count. ``BatchedMujocoVectorEnv`` returns 
 ``gym.make(env_id)`` envs returns in same-step autoreset mode, bit for bit; tests/test_mujoco_batch.py steps each
 task beside it. Elementwise arithmetic is exact however it is vectorised; the few expressions whose rounding could
 depend on array shape (``np.linalg.norm``'s dot product, ``sin``/``cos``, scalar ``**``) run per simulation exactly
-as Gymnasium writes them.
+as Gymnasium writes them. Ant, Humanoid and HumanoidStandup read contact forces (``cfrc_ext``), which Gymnasium
+computes with ``mj_rnePostConstraint`` after each step and a Batch does not: their batch keeps one ``MjData`` per
+simulation (``persistent=True``) and runs that function on each after the step, as Gymnasium does.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ from gymnasium.vector.utils import batch_space
 
 BATCH_STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
 """A Batch row is this state (mujoco/batch.py): snapshots hold it, as ``envs.mujoco.snapshot_vector_env``'s do."""
+BODY_POSITIONS = ("xpos", "xipos")
+"""Derived fields a step reads before it simulates (Ant's main body, Humanoid's centre of mass), as the previous
+step left them; no state spec holds them, so snapshots carry them to resume exactly."""
 
 
 class Simulations(NamedTuple):
@@ -39,8 +44,24 @@ class Simulations(NamedTuple):
     """``(N, nq)`` joint positions."""
     qvel: np.ndarray
     """``(N, nv)`` joint velocities."""
+    ctrl: np.ndarray
+    """``(N, nu)`` controls, float64: the actions the last step applied, as ``MjData.ctrl`` holds them."""
     derived: dict[str, np.ndarray]
-    """The task's ``derived_fields`` by name, ``(N, ...)`` each, read-only."""
+    """The task's ``derived_fields`` by name, ``(N, ...)`` each, read-only; with ``reads_contact_forces`` also
+    ``cfrc_ext`` ``(N, nbody, 6)``, as ``mj_rnePostConstraint`` leaves it after a step (zero after a reset)."""
+
+
+class StateBefore(NamedTuple):
+    """What a step reads from before it simulates: the state, and the body positions the previous call left (one
+    substep behind that state, as ``mj_step`` leaves ``MjData``; Ant's and Humanoid's velocities are measured from
+    them)."""
+
+    qpos: np.ndarray
+    """``(N, nq)``."""
+    xpos: np.ndarray
+    """``(N, nbody, 3)`` body frame positions."""
+    xipos: np.ndarray
+    """``(N, nbody, 3)`` body centres of mass."""
 
 
 class StepOutcome(NamedTuple):
@@ -51,7 +72,8 @@ class StepOutcome(NamedTuple):
     terminated: np.ndarray
     """``(N,)`` bool."""
     info: dict[str, np.ndarray]
-    """Each key of the task's step ``info``, ``(N,)`` with the dtype of Gymnasium's value."""
+    """Each key of the task's step ``info``, ``(N,)`` with the dtype of Gymnasium's value (``(N, k)`` for an array
+    value of ``k`` entries, as Humanoid's tendon lengths)."""
 
 
 class ResetState(NamedTuple):
@@ -69,6 +91,10 @@ class BatchedTask(ABC):
 
     derived_fields: ClassVar[tuple[str, ...]] = ()
     """MjData fields besides the state that the observation or reward reads."""
+    reads_contact_forces: ClassVar[bool] = False
+    """The task reads ``cfrc_ext`` (``Simulations.derived["cfrc_ext"]``)."""
+    normal_velocity_noise: ClassVar[bool] = False
+    """``reset_model`` draws ``qvel`` noise from a standard normal times the scale instead of a uniform."""
 
     def __init__(self, env: MujocoEnv) -> None:
         self.env = env
@@ -79,15 +105,18 @@ class BatchedTask(ABC):
         """``(n, obs_dim)`` float64 observations of the simulations ``rows``."""
 
     @abstractmethod
-    def outcome(self, sims: Simulations, qpos_before: np.ndarray, actions: np.ndarray) -> StepOutcome:
-        """Reward, termination and info of the step from ``qpos_before`` ``(N, nq)`` with ``actions`` ``(N, nu)``."""
+    def outcome(self, sims: Simulations, before: StateBefore, actions: np.ndarray) -> StepOutcome:
+        """Reward, termination and info of the step from ``before`` with ``actions`` ``(N, nu)``."""
 
     def reset_state(self, rng: np.random.Generator) -> ResetState:
         """``reset_model``'s state for one simulation, drawing from ``rng`` as Gymnasium draws from ``np_random``."""
         env = self.env
         noise_low, noise_high = -env._reset_noise_scale, env._reset_noise_scale
         qpos = env.init_qpos + rng.uniform(low=noise_low, high=noise_high, size=env.model.nq)
-        qvel = env.init_qvel + rng.uniform(low=noise_low, high=noise_high, size=env.model.nv)
+        if self.normal_velocity_noise:
+            qvel = env.init_qvel + env._reset_noise_scale * rng.standard_normal(env.model.nv)
+        else:
+            qvel = env.init_qvel + rng.uniform(low=noise_low, high=noise_high, size=env.model.nv)
         return ResetState(qpos, qvel)
 
     def reset_info(self, sims: Simulations, rows: np.ndarray) -> dict[str, np.ndarray]:
@@ -121,10 +150,10 @@ class Hopper(BatchedTask):
         healthy_angle = (min_angle < angle) & (angle < max_angle)
         return healthy_state & healthy_z & healthy_angle
 
-    def outcome(self, sims, qpos_before, actions):
+    def outcome(self, sims, before, actions):
         env = self.env
         x_position_after = sims.qpos[:, 0].copy()
-        x_velocity = (x_position_after - qpos_before[:, 0]) / self.dt
+        x_velocity = (x_position_after - before.qpos[:, 0]) / self.dt
         healthy = self.is_healthy(sims)
         forward_reward = env._forward_reward_weight * x_velocity
         healthy_reward = healthy * env._healthy_reward
@@ -161,15 +190,17 @@ class Walker2d(Hopper):
 class HalfCheetah(BatchedTask):
     """gymnasium/envs/mujoco/half_cheetah_v5.py."""
 
+    normal_velocity_noise = True
+
     def observe(self, sims, rows):
         position = sims.qpos[rows]
         if self.env._exclude_current_positions_from_observation:
             position = position[:, 1:]
         return np.concatenate((position, sims.qvel[rows]), axis=1)
 
-    def outcome(self, sims, qpos_before, actions):
+    def outcome(self, sims, before, actions):
         x_position_after = sims.qpos[:, 0].copy()
-        x_velocity = (x_position_after - qpos_before[:, 0]) / self.dt
+        x_velocity = (x_position_after - before.qpos[:, 0]) / self.dt
         forward_reward = self.env._forward_reward_weight * x_velocity
         ctrl_cost = self.control_cost(actions)
         info = {
@@ -179,13 +210,6 @@ class HalfCheetah(BatchedTask):
             "reward_ctrl": -ctrl_cost,
         }
         return StepOutcome(forward_reward - ctrl_cost, np.zeros(len(actions), dtype=bool), info)
-
-    def reset_state(self, rng):
-        env = self.env
-        noise_low, noise_high = -env._reset_noise_scale, env._reset_noise_scale
-        qpos = env.init_qpos + rng.uniform(low=noise_low, high=noise_high, size=env.model.nq)
-        qvel = env.init_qvel + env._reset_noise_scale * rng.standard_normal(env.model.nv)
-        return ResetState(qpos, qvel)
 
     def reset_info(self, sims, rows):
         return {"x_position": sims.qpos[rows, 0]}
@@ -200,9 +224,9 @@ class Swimmer(BatchedTask):
             position = position[:, 2:]
         return np.concatenate((position, sims.qvel[rows]), axis=1)
 
-    def outcome(self, sims, qpos_before, actions):
+    def outcome(self, sims, before, actions):
         xy_position_after = sims.qpos[:, 0:2].copy()
-        xy_velocity = (xy_position_after - qpos_before[:, 0:2]) / self.dt
+        xy_velocity = (xy_position_after - before.qpos[:, 0:2]) / self.dt
         forward_reward = self.env._forward_reward_weight * xy_velocity[:, 0]
         ctrl_cost = self.control_cost(actions)
         info = {
@@ -233,7 +257,7 @@ class InvertedPendulum(BatchedTask):
     def observe(self, sims, rows):
         return np.concatenate((sims.qpos[rows], sims.qvel[rows]), axis=1)
 
-    def outcome(self, sims, qpos_before, actions):
+    def outcome(self, sims, before, actions):
         observation = self.observe(sims, slice(None))
         terminated = ~np.isfinite(observation).all(axis=1) | (np.abs(observation[:, 1]) > 0.2)
         reward = (~terminated).astype(np.int64)  # int(not terminated): an int, as the info's "reward_survive"
@@ -245,6 +269,7 @@ class InvertedDoublePendulum(BatchedTask):
     (scalar ``**``) are computed per simulation, as Gymnasium writes them."""
 
     derived_fields = ("site_xpos", "qfrc_constraint")
+    normal_velocity_noise = True  # Gymnasium writes standard_normal(nv) * scale: the same product
 
     def observe(self, sims, rows):
         qfrc_constraint = sims.derived["qfrc_constraint"]
@@ -263,7 +288,7 @@ class InvertedDoublePendulum(BatchedTask):
             ]
         )
 
-    def outcome(self, sims, qpos_before, actions):
+    def outcome(self, sims, before, actions):
         site_xpos = sims.derived["site_xpos"]
         count = len(actions)
         reward, terminated = np.empty(count), np.empty(count, dtype=bool)
@@ -279,13 +304,6 @@ class InvertedDoublePendulum(BatchedTask):
             distance[i], velocity[i] = -dist_penalty, -vel_penalty
         info = {"reward_survive": survive, "distance_penalty": distance, "velocity_penalty": velocity}
         return StepOutcome(reward, terminated, info)
-
-    def reset_state(self, rng):
-        env = self.env
-        noise_low, noise_high = -env._reset_noise_scale, env._reset_noise_scale
-        qpos = env.init_qpos + rng.uniform(low=noise_low, high=noise_high, size=env.model.nq)
-        qvel = env.init_qvel + rng.standard_normal(env.model.nv) * env._reset_noise_scale
-        return ResetState(qpos, qvel)
 
 
 class Reacher(BatchedTask):
@@ -318,7 +336,7 @@ class Reacher(BatchedTask):
             observations.append(np.concatenate(parts))
         return np.stack(observations)
 
-    def outcome(self, sims, qpos_before, actions):
+    def outcome(self, sims, before, actions):
         env = self.env
         distance = np.array([-np.linalg.norm(self.fingertip_to_target(sims, i)) for i in range(len(actions))])
         reward_dist = distance * env._reward_dist_weight
@@ -354,7 +372,7 @@ class Pusher(BatchedTask):
         xpos = sims.derived["xpos"][rows][:, self.bodies].reshape(-1, 9)
         return np.concatenate((sims.qpos[rows][:, :7], sims.qvel[rows][:, :7], xpos), axis=1)
 
-    def outcome(self, sims, qpos_before, actions):
+    def outcome(self, sims, before, actions):
         env = self.env
         tips, obj, goal = (sims.derived["xpos"][:, body] for body in self.bodies)
         near = np.array([np.linalg.norm(vector) for vector in obj - tips])
@@ -380,6 +398,176 @@ class Pusher(BatchedTask):
         return ResetState(qpos, qvel)
 
 
+class Ant(BatchedTask):
+    """gymnasium/envs/mujoco/ant_v5.py; the contact cost and the distance are computed per simulation, as Gymnasium
+    writes them."""
+
+    derived_fields = ("xpos",)
+    reads_contact_forces = True
+    normal_velocity_noise = True
+
+    def __init__(self, env: MujocoEnv) -> None:
+        super().__init__(env)
+        self.main_body = env.model.body(env._main_body).id
+
+    def contact_forces(self, sims: Simulations, rows: np.ndarray | slice) -> np.ndarray:
+        """``(n, nbody, 6)`` ``cfrc_ext`` clipped to ``contact_force_range``."""
+        min_value, max_value = self.env._contact_force_range
+        return np.clip(sims.derived["cfrc_ext"][rows], min_value, max_value)
+
+    def observe(self, sims, rows):
+        position, velocity = sims.qpos[rows], sims.qvel[rows]
+        if self.env._exclude_current_positions_from_observation:
+            position = position[:, 2:]
+        if not self.env._include_cfrc_ext_in_observation:
+            return np.concatenate((position, velocity), axis=1)
+        contact_force = self.contact_forces(sims, rows)[:, 1:].reshape(len(position), -1)
+        return np.concatenate((position, velocity, contact_force), axis=1)
+
+    def outcome(self, sims, before, actions):
+        env = self.env
+        xy_position_before = before.xpos[:, self.main_body, :2]
+        xy_position_after = sims.derived["xpos"][:, self.main_body, :2].copy()
+        xy_velocity = (xy_position_after - xy_position_before) / self.dt
+        state = np.concatenate((sims.qpos, sims.qvel), axis=1)
+        min_z, max_z = env._healthy_z_range
+        healthy = np.isfinite(state).all(axis=1) & (min_z <= state[:, 2]) & (state[:, 2] <= max_z)
+        forward_reward = xy_velocity[:, 0] * env._forward_reward_weight
+        healthy_reward = healthy * env._healthy_reward
+        ctrl_cost = self.control_cost(actions)
+        contact_forces = self.contact_forces(sims, slice(None))
+        contact_cost = np.array([env._contact_cost_weight * np.sum(np.square(forces)) for forces in contact_forces])
+        reward = (forward_reward + healthy_reward) - (ctrl_cost + contact_cost)
+        info = {
+            "x_position": sims.qpos[:, 0].copy(),
+            "y_position": sims.qpos[:, 1].copy(),
+            "distance_from_origin": distances_from_origin(sims.qpos[:, 0:2]),
+            "x_velocity": xy_velocity[:, 0],
+            "y_velocity": xy_velocity[:, 1],
+            "reward_forward": forward_reward,
+            "reward_ctrl": -ctrl_cost,
+            "reward_contact": -contact_cost,
+            "reward_survive": healthy_reward,
+        }
+        return StepOutcome(reward, ~healthy & env._terminate_when_unhealthy, info)
+
+    def reset_info(self, sims, rows):
+        qpos = sims.qpos[rows]
+        return {
+            "x_position": qpos[:, 0],
+            "y_position": qpos[:, 1],
+            "distance_from_origin": distances_from_origin(qpos[:, 0:2]),
+        }
+
+
+class Humanoid(BatchedTask):
+    """gymnasium/envs/mujoco/humanoid_v5.py; the centre of mass (``mass_center``'s ``einsum``), the squared sums and
+    the distance are computed per simulation, as Gymnasium writes them."""
+
+    derived_fields = ("xipos", "cinert", "cvel", "qfrc_actuator", "ten_length", "ten_velocity")
+    reads_contact_forces = True
+
+    def observe(self, sims, rows):
+        env, derived = self.env, sims.derived
+        position, velocity = sims.qpos[rows], sims.qvel[rows]
+        count = len(position)
+        parts = [position[:, 2:] if env._exclude_current_positions_from_observation else position, velocity]
+        if env._include_cinert_in_observation is True:
+            parts.append(derived["cinert"][rows][:, 1:].reshape(count, -1))
+        if env._include_cvel_in_observation is True:
+            parts.append(derived["cvel"][rows][:, 1:].reshape(count, -1))
+        if env._include_qfrc_actuator_in_observation is True:
+            parts.append(derived["qfrc_actuator"][rows][:, 6:])
+        if env._include_cfrc_ext_in_observation is True:
+            parts.append(derived["cfrc_ext"][rows][:, 1:].reshape(count, -1))
+        return np.concatenate(parts, axis=1)
+
+    def mass_centers(self, xipos: np.ndarray) -> np.ndarray:
+        """``(N, 2)`` ``mass_center`` of each simulation's ``xipos`` ``(nbody, 3)``."""
+        masses = self.env.model.body_mass
+        return np.stack([(np.einsum("b,bj->j", masses, positions) / masses.sum())[0:2] for positions in xipos])
+
+    def squared_sums(self, values: np.ndarray) -> np.ndarray:
+        """``(N,)`` ``np.sum(np.square(v))`` of each simulation's ``values[i]``."""
+        return np.array([np.sum(np.square(value)) for value in values])
+
+    def tendons(self, sims: Simulations, rows: np.ndarray | slice) -> dict[str, np.ndarray]:
+        return {
+            "tendon_length": sims.derived["ten_length"][rows].copy(),
+            "tendon_velocity": sims.derived["ten_velocity"][rows].copy(),
+        }
+
+    def outcome(self, sims, before, actions):
+        env = self.env
+        xy_velocity = (self.mass_centers(sims.derived["xipos"]) - self.mass_centers(before.xipos)) / self.dt
+        min_z, max_z = env._healthy_z_range
+        healthy = (min_z < sims.qpos[:, 2]) & (sims.qpos[:, 2] < max_z)
+        forward_reward = env._forward_reward_weight * xy_velocity[:, 0]
+        healthy_reward = healthy * env._healthy_reward
+        ctrl_cost = env._ctrl_cost_weight * self.squared_sums(sims.ctrl)
+        contact_cost = np.clip(
+            env._contact_cost_weight * self.squared_sums(sims.derived["cfrc_ext"]), *env._contact_cost_range
+        )
+        reward = (forward_reward + healthy_reward) - (ctrl_cost + contact_cost)
+        info = {
+            "x_position": sims.qpos[:, 0].copy(),
+            "y_position": sims.qpos[:, 1].copy(),
+            **self.tendons(sims, slice(None)),
+            "distance_from_origin": distances_from_origin(sims.qpos[:, 0:2]),
+            "x_velocity": xy_velocity[:, 0],
+            "y_velocity": xy_velocity[:, 1],
+            "reward_survive": healthy_reward,
+            "reward_forward": forward_reward,
+            "reward_ctrl": -ctrl_cost,
+            "reward_contact": -contact_cost,
+        }
+        return StepOutcome(reward, ~healthy & env._terminate_when_unhealthy, info)
+
+    def reset_info(self, sims, rows):
+        qpos = sims.qpos[rows]
+        return {
+            "x_position": qpos[:, 0],
+            "y_position": qpos[:, 1],
+            **self.tendons(sims, rows),
+            "distance_from_origin": distances_from_origin(qpos[:, 0:2]),
+        }
+
+
+class HumanoidStandup(Humanoid):
+    """gymnasium/envs/mujoco/humanoidstandup_v5.py: Humanoid's observation; the reward for height, no termination."""
+
+    derived_fields = ("cinert", "cvel", "qfrc_actuator", "ten_length", "ten_velocity")
+
+    def outcome(self, sims, before, actions):
+        env = self.env
+        pos_after = sims.qpos[:, 2].copy()
+        uph_cost = (pos_after - 0) / env.model.opt.timestep
+        quad_ctrl_cost = env._ctrl_cost_weight * self.squared_sums(sims.ctrl)
+        quad_impact_cost = np.clip(
+            env._impact_cost_weight * self.squared_sums(sims.derived["cfrc_ext"]), *env._impact_cost_range
+        )
+        reward = uph_cost - quad_ctrl_cost - quad_impact_cost + 1
+        info = {
+            "x_position": sims.qpos[:, 0].copy(),
+            "y_position": sims.qpos[:, 1].copy(),
+            "z_distance_from_origin": pos_after - env.init_qpos[2],
+            **self.tendons(sims, slice(None)),
+            "reward_linup": uph_cost,
+            "reward_quadctrl": -quad_ctrl_cost,
+            "reward_impact": -quad_impact_cost,
+        }
+        return StepOutcome(reward, np.zeros(len(actions), dtype=bool), info)
+
+    def reset_info(self, sims, rows):
+        qpos = sims.qpos[rows]
+        return {
+            "x_position": qpos[:, 0],
+            "y_position": qpos[:, 1],
+            "z_distance_from_origin": qpos[:, 2] - self.env.init_qpos[2],
+            **self.tendons(sims, rows),
+        }
+
+
 BATCHED_TASKS: dict[str, type[BatchedTask]] = {
     "Hopper-v5": Hopper,
     "Walker2d-v5": Walker2d,
@@ -389,9 +577,11 @@ BATCHED_TASKS: dict[str, type[BatchedTask]] = {
     "InvertedDoublePendulum-v5": InvertedDoublePendulum,
     "Reacher-v5": Reacher,
     "Pusher-v5": Pusher,
+    "Ant-v5": Ant,
+    "Humanoid-v5": Humanoid,
+    "HumanoidStandup-v5": HumanoidStandup,
 }
-"""The tasks ``BatchedMujocoVectorEnv`` computes exactly. Not here: Ant, Humanoid and HumanoidStandup read contact
-forces (``cfrc_ext``) that Gymnasium computes with ``mj_rnePostConstraint`` after each step and a Batch does not."""
+"""The tasks ``BatchedMujocoVectorEnv`` computes exactly: every MuJoCo v5 task Gymnasium ships."""
 
 
 class BatchedMujocoVectorEnv(VectorEnv):
@@ -422,14 +612,17 @@ class BatchedMujocoVectorEnv(VectorEnv):
         self.single_action_space = self._template.action_space
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
-        self.batch = mujoco.batch.Batch(inner.model, num_envs, nthread=threads)
-        assert self.batch.nstate == mujoco.mj_stateSize(inner.model, BATCH_STATE_SPEC)
-        self.sims = Simulations(
-            self.batch.bind("qpos"),
-            self.batch.bind("qvel"),
-            {name: self.batch.bind(name) for name in self.task.derived_fields},
+        self.batch = mujoco.batch.Batch(
+            inner.model, num_envs, nthread=threads, persistent=self.task.reads_contact_forces
         )
-        self._ctrl = self.batch.bind("ctrl")
+        assert self.batch.nstate == mujoco.mj_stateSize(inner.model, BATCH_STATE_SPEC)
+        derived = {name: self.batch.bind(name) for name in self.task.derived_fields}
+        if self.task.reads_contact_forces:
+            derived["cfrc_ext"] = np.zeros((num_envs, inner.model.nbody, 6))
+            self._scratch = mujoco.MjData(inner.model)
+        self.sims = Simulations(self.batch.bind("qpos"), self.batch.bind("qvel"), self.batch.bind("ctrl"), derived)
+        self._positions = {name: self.batch.bind(name) for name in BODY_POSITIONS}
+        self._positions_before = {name: np.zeros_like(value) for name, value in self._positions.items()}
         self._elapsed_steps = np.zeros(num_envs, dtype=np.int64)
         self._rngs: list[np.random.Generator | None] = [None] * num_envs
 
@@ -462,6 +655,10 @@ class BatchedMujocoVectorEnv(VectorEnv):
             state = self.task.reset_state(self._rngs[row])
             self.sims.qpos[row], self.sims.qvel[row] = state.qpos, state.qvel
         self.batch.forward(rows)
+        if self.task.reads_contact_forces:
+            self.sims.derived["cfrc_ext"][rows] = 0  # mj_resetData zeroes it and mj_forward does not compute it
+        for name, value in self._positions.items():
+            self._positions_before[name][rows] = value[rows]
         self._elapsed_steps[rows] = 0
         return self.task.observe(self.sims, rows)
 
@@ -469,11 +666,15 @@ class BatchedMujocoVectorEnv(VectorEnv):
         """Step every env with ``actions`` ``(N, nu)``; an env that ends is reset in the same step (its last
         observation in ``info["final_obs"]``). Returns ``(obs, rewards, terminations, truncations, info)``."""
         actions = np.asarray(actions)
-        qpos_before = self.sims.qpos.copy()
-        self._ctrl[:] = actions
+        before = StateBefore(self.sims.qpos.copy(), *(self._positions_before[name].copy() for name in BODY_POSITIONS))
+        self.sims.ctrl[:] = actions
         self.batch.step(nstep=self.frame_skip)
+        if self.task.reads_contact_forces:
+            self._compute_contact_forces()
+        for name, value in self._positions.items():
+            self._positions_before[name][:] = value
         observations = self.task.observe(self.sims, slice(None))
-        outcome = self.task.outcome(self.sims, qpos_before, actions)
+        outcome = self.task.outcome(self.sims, before, actions)
         self._elapsed_steps += 1
         truncated = self._elapsed_steps >= self.max_episode_steps
         done = outcome.terminated | truncated
@@ -488,6 +689,15 @@ class BatchedMujocoVectorEnv(VectorEnv):
         info = {"final_obs": final_obs, "_final_obs": done.copy(), "final_info": final_info, "_final_info": done.copy()}
         info.update(self._mask_info(outcome.info, rows, self.task.reset_info(self.sims, rows)))
         return observations, outcome.reward, outcome.terminated, truncated, info
+
+    def _compute_contact_forces(self) -> None:
+        """``cfrc_ext`` of every simulation as Gymnasium's step leaves it: ``mj_rnePostConstraint`` on the
+        simulation's ``MjData`` after ``mj_step`` (mujoco_env.py ``_step_mujoco_simulation``), one after another."""
+        model, scratch = self.batch.model, self._scratch
+        for sim in range(self.num_envs):
+            self.batch.get_data(sim, scratch)
+            mujoco.mj_rnePostConstraint(model, scratch)
+            self.sims.derived["cfrc_ext"][sim] = scratch.cfrc_ext
 
     def _mask_info(
         self,
@@ -505,8 +715,9 @@ class BatchedMujocoVectorEnv(VectorEnv):
         for key in dict.fromkeys([*running, *reset_info]):
             if key not in reset_info and done.all():
                 continue  # no env has it: SyncVectorEnv makes no entry
-            dtype = running[key].dtype if key in running else reset_info[key].dtype
-            values, mask = np.zeros(self.num_envs, dtype=dtype), np.zeros(self.num_envs, dtype=bool)
+            template = running[key] if key in running else reset_info[key]
+            values = np.zeros((self.num_envs, *template.shape[1:]), dtype=template.dtype)
+            mask = np.zeros(self.num_envs, dtype=bool)
             if key in running:
                 values[~done], mask[~done] = running[key][~done], True
             if key in reset_info:
@@ -522,6 +733,7 @@ class BatchedMujocoVectorEnv(VectorEnv):
         return [
             {
                 "mujoco_state": self.batch.state[i].copy(),
+                "body_positions": {name: value[i].copy() for name, value in self._positions_before.items()},
                 "elapsed_steps": int(self._elapsed_steps[i]),
                 "rng_state": copy.deepcopy(self._rngs[i].bit_generator.state),
             }
@@ -539,6 +751,8 @@ class BatchedMujocoVectorEnv(VectorEnv):
                     "was it saved for another env id?"
                 )
             self.batch.state[i] = snapshot["mujoco_state"]
+            for name, value in snapshot.get("body_positions", {}).items():  # absent from checkpoints made before
+                self._positions_before[name][i] = value
             self._elapsed_steps[i] = snapshot["elapsed_steps"]
             rng = np.random.Generator(np.random.PCG64())
             rng.bit_generator.state = snapshot["rng_state"]
