@@ -17,7 +17,9 @@ TRL / ours of seconds per iteration.
 Learning (``--token-budget N --seeds 1 2``): each side trains to N generated tokens per seed and saves its policy;
 each saved policy is then scored by ``ppo eval --base`` of a run folder whose starting model is that policy (ours
 too), so both are sampled by one routine on the same 40 held-out questions, ``--eval-samples`` samples each
-(evaluation seeds 0, 1, ...).
+(evaluation seeds 0, 1, ...). Beside each accuracy, the seconds the side spent training (ours: sampling, scoring
+and updating summed over iterations; TRL: its rounds, kept in ``learn-trl-sN/benchmark_result.json``), loading and
+evaluation left out, for the equal-wall-clock reading.
 
     python -m benchmarks.peers.grpo_vs_trl --trl-python /work/trl-venv/bin/python --iterations 3
     python -m benchmarks.peers.grpo_vs_trl --trl-python /work/trl-venv/bin/python --token-budget 5000 --seeds 1 2
@@ -170,9 +172,17 @@ def evaluate_policy(runs_dir: Path, template_run: Path, policy: Path, name: str,
     return accuracies
 
 
+def training_seconds(records: list[dict]) -> float:
+    """Seconds a run spent sampling, scoring and updating, summed over its iterations (loading and evaluation out)."""
+    return sum(r["rollout_seconds"] + r["update_seconds"] for r in records)
+
+
 def learning_table(args: argparse.Namespace, prompts: Path) -> None:
-    print(f"| side | seed | held-out accuracy ({args.eval_samples} samples x 40 questions) | after tokens |")
-    print("|---|---:|---:|---:|")
+    print(
+        f"| side | seed | held-out accuracy ({args.eval_samples} samples x 40 questions) | after tokens | "
+        "training seconds |"
+    )
+    print("|---|---:|---:|---:|---:|")
     new_tokens, beta, threads = args.new_tokens[0], args.betas[0], args.threads[0]
     extra = shlex.split(args.ours_options)
     for seed in args.seeds:
@@ -181,17 +191,25 @@ def learning_table(args: argparse.Namespace, prompts: Path) -> None:
         run = args.runs_dir / name
         ours = evaluate_policy(args.runs_dir, run, run / "policy", name, args.eval_samples)
         trl_dir = args.runs_dir / f"learn-trl-s{seed}"
+        trl_result = trl_dir / "benchmark_result.json"  # absent for policies trained before it was kept
         if not (trl_dir / "config.json").exists():
-            child_result(
+            result = child_result(
                 module_command(
                     TRL_BASELINE, "--prompts-file", str(prompts), "--token-budget", str(args.token_budget),
                     "--save-dir", str(trl_dir), "--new-tokens", str(new_tokens), "--beta", str(beta),
                     "--threads", str(threads), "--seed", str(seed), python=args.trl_python,
                 )
             )  # fmt: skip
+            trl_result.write_text(json.dumps(result))
         trl = evaluate_policy(args.runs_dir, args.runs_dir / name, trl_dir, f"trl-s{seed}", args.eval_samples)
-        for side, accuracies in ((f"ours {args.ours_options}".strip(), ours), ("TRL", trl)):
-            print(f"| {side} | {seed} | {sum(accuracies) / len(accuracies):.3f} | {args.token_budget} |")
+        trl_seconds = sum(json.loads(trl_result.read_text())["round_seconds"]) if trl_result.exists() else None
+        rows = (
+            (f"ours {args.ours_options}".strip(), ours, f"{training_seconds(read_metrics(run)):,.0f}"),
+            ("TRL", trl, "not kept" if trl_seconds is None else f"{trl_seconds:,.0f}"),
+        )
+        for side, accuracies, seconds in rows:
+            mean = sum(accuracies) / len(accuracies)
+            print(f"| {side} | {seed} | {mean:.3f} | {args.token_budget} | {seconds} |")
 
 
 def main() -> None:
