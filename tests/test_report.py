@@ -404,6 +404,21 @@ def test_heldout_evaluations_give_curves_against_tokens_and_seconds_and_a_start_
     assert png_shape(out / "text_text-sentiment.png")[:2] == (2 * panel_h, 3 * panel_w)
 
 
+def test_a_game_run_gets_a_turns_per_episode_panel(tmp_path):
+    records = [
+        {"iteration": i, "global_step": 100 * i, "reward": 0.1 * i, "ref_kl": 0.0, "response_length": 8.0}
+        for i in range(1, 4)
+    ]
+    write_run(tmp_path / "plain", text_config(Clip(), 1), records)
+    write_run(
+        tmp_path / "game", text_config(Clip(), 2), [r | {"task_turns": 3.0 - 0.5 * i} for i, r in enumerate(records)]
+    )
+    panel_h, panel_w = round(PANEL_FIGSIZE[1] * FIGURE_DPI), round(PANEL_FIGSIZE[0] * FIGURE_DPI)
+    for name, panels in (("plain", 2), ("game", 3)):  # frontier and length, then turns per episode
+        write_report([tmp_path / name], tmp_path / f"report-{name}")
+        assert png_shape(tmp_path / f"report-{name}" / "text_text-sentiment.png")[:2] == (panel_h, panels * panel_w)
+
+
 # ---------------------------------------------------------------------------------------------
 # Bad input: one clear line
 

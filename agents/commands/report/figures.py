@@ -148,20 +148,22 @@ def logs_any(runs: Sequence[Run], key: str) -> bool:
 def text_figure(env: str, env_groups: Mapping[str, Sequence[Run]], colors: Mapping[str, tuple], out: Path) -> str:
     """``text_<env>.png``: reward against reference KL (each objective's seed-mean path, the run's start to
     its end) and response length over time; when logged, gold-vs-learned reward over time, the held-out task
-    reward (``--eval-every``) against generated tokens and against training seconds, and the share of
-    zero-variance groups (group objectives)."""
+    reward (``--eval-every``) against generated tokens and against training seconds, the share of
+    zero-variance groups (group objectives), and the policy's turns per episode (multi-turn games)."""
     runs = [run for group in env_groups.values() for run in group]
-    gold, heldout, groups = (
+    gold, heldout, groups, turns = (
         has_gold_and_learned(runs),
         logs_any(runs, "eval_reward"),
         logs_any(runs, "zero_variance_groups"),
+        logs_any(runs, "task_turns"),
     )
-    panels = 2 + gold + 2 * heldout + groups
+    panels = 2 + gold + 2 * heldout + groups + turns
     figure, axes = new_figure(panels, columns=3 if panels > 3 else None)
     frontier, length, *extra = axes
     gold_panel = extra.pop(0) if gold else None
     tokens_panel, seconds_panel = (extra.pop(0), extra.pop(0)) if heldout else (None, None)
     groups_panel = extra.pop(0) if groups else None
+    turns_panel = extra.pop(0) if turns else None
     for objective, group in env_groups.items():
         color = colors[objective]
         reward, ref_kl = (
@@ -183,6 +185,8 @@ def text_figure(env: str, env_groups: Mapping[str, Sequence[Run]], colors: Mappi
         if groups_panel is not None:
             zero = mean_curve(group, "zero_variance_groups", smoothing=TEXT_SMOOTHING)
             plot_curve(groups_panel, zero, objective, color)
+        if turns_panel is not None:
+            plot_curve(turns_panel, mean_curve(group, "task_turns", smoothing=TEXT_SMOOTHING), objective, color)
     figure.suptitle(
         f"trailing means over the last {TEXT_SMOOTHING} iterations; held-out reward unsmoothed", fontsize="small"
     )
@@ -201,6 +205,8 @@ def text_figure(env: str, env_groups: Mapping[str, Sequence[Run]], colors: Mappi
         groups_panel.set(
             title=f"{env}: groups with equal rewards", xlabel="generated tokens", ylabel="zero_variance_groups"
         )
+    if turns_panel is not None:
+        turns_panel.set(title=f"{env}: turns per episode", xlabel="generated tokens", ylabel="task_turns")
     for panel in axes:
         panel.grid(alpha=0.3)
         panel.legend(fontsize="small")
@@ -224,7 +230,7 @@ def write_figures(
         env: env_groups for env, env_groups in by_env.items() if next(iter(env_groups.values()))[0].kind == "text"
     }
     if text_envs:
-        figures["Text: reward vs reference KL, response length, gold vs learned, held-out reward, equal groups"] = [
-            text_figure(env, env_groups, colors, out) for env, env_groups in text_envs.items()
-        ]
+        figures[
+            "Text: reward vs reference KL, response length, gold vs learned, held-out reward, equal groups, turns"
+        ] = [text_figure(env, env_groups, colors, out) for env, env_groups in text_envs.items()]
     return figures
