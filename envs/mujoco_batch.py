@@ -245,6 +245,12 @@ class Swimmer(BatchedTask):
         return {"x_position": xy[:, 0], "y_position": xy[:, 1], "distance_from_origin": distances_from_origin(xy)}
 
 
+def squared_sums(values: np.ndarray) -> np.ndarray:
+    """``(N,)`` ``np.sum(np.square(values[i]))`` of each simulation, one call per simulation as Gymnasium makes it (a
+    sum over many entries is pairwise, whose order may differ from a reduction over one axis of a larger array)."""
+    return np.array([np.sum(np.square(value)) for value in values])
+
+
 def distances_from_origin(points: np.ndarray) -> np.ndarray:
     """``(n,)`` ``np.linalg.norm(point, ord=2)`` of each row of ``points`` ``(n, d)``, one call per row as Gymnasium
     makes it (the vector norm is a dot product, whose summation may differ from a row-wise reduction)."""
@@ -436,7 +442,7 @@ class Ant(BatchedTask):
         healthy_reward = healthy * env._healthy_reward
         ctrl_cost = self.control_cost(actions)
         contact_forces = self.contact_forces(sims, slice(None))
-        contact_cost = np.array([env._contact_cost_weight * np.sum(np.square(forces)) for forces in contact_forces])
+        contact_cost = env._contact_cost_weight * squared_sums(contact_forces)
         reward = (forward_reward + healthy_reward) - (ctrl_cost + contact_cost)
         info = {
             "x_position": sims.qpos[:, 0].copy(),
@@ -487,10 +493,6 @@ class Humanoid(BatchedTask):
         masses = self.env.model.body_mass
         return np.stack([(np.einsum("b,bj->j", masses, positions) / masses.sum())[0:2] for positions in xipos])
 
-    def squared_sums(self, values: np.ndarray) -> np.ndarray:
-        """``(N,)`` ``np.sum(np.square(v))`` of each simulation's ``values[i]``."""
-        return np.array([np.sum(np.square(value)) for value in values])
-
     def tendons(self, sims: Simulations, rows: np.ndarray | slice) -> dict[str, np.ndarray]:
         return {
             "tendon_length": sims.derived["ten_length"][rows].copy(),
@@ -504,9 +506,9 @@ class Humanoid(BatchedTask):
         healthy = (min_z < sims.qpos[:, 2]) & (sims.qpos[:, 2] < max_z)
         forward_reward = env._forward_reward_weight * xy_velocity[:, 0]
         healthy_reward = healthy * env._healthy_reward
-        ctrl_cost = env._ctrl_cost_weight * self.squared_sums(sims.ctrl)
+        ctrl_cost = env._ctrl_cost_weight * squared_sums(sims.ctrl)
         contact_cost = np.clip(
-            env._contact_cost_weight * self.squared_sums(sims.derived["cfrc_ext"]), *env._contact_cost_range
+            env._contact_cost_weight * squared_sums(sims.derived["cfrc_ext"]), *env._contact_cost_range
         )
         reward = (forward_reward + healthy_reward) - (ctrl_cost + contact_cost)
         info = {
@@ -542,9 +544,9 @@ class HumanoidStandup(Humanoid):
         env = self.env
         pos_after = sims.qpos[:, 2].copy()
         uph_cost = (pos_after - 0) / env.model.opt.timestep
-        quad_ctrl_cost = env._ctrl_cost_weight * self.squared_sums(sims.ctrl)
+        quad_ctrl_cost = env._ctrl_cost_weight * squared_sums(sims.ctrl)
         quad_impact_cost = np.clip(
-            env._impact_cost_weight * self.squared_sums(sims.derived["cfrc_ext"]), *env._impact_cost_range
+            env._impact_cost_weight * squared_sums(sims.derived["cfrc_ext"]), *env._impact_cost_range
         )
         reward = uph_cost - quad_ctrl_cost - quad_impact_cost + 1
         info = {
@@ -666,15 +668,15 @@ class BatchedMujocoVectorEnv(VectorEnv):
         """Step every env with ``actions`` ``(N, nu)``; an env that ends is reset in the same step (its last
         observation in ``info["final_obs"]``). Returns ``(obs, rewards, terminations, truncations, info)``."""
         actions = np.asarray(actions)
-        before = StateBefore(self.sims.qpos.copy(), *(self._positions_before[name].copy() for name in BODY_POSITIONS))
+        before = StateBefore(self.sims.qpos.copy(), *(self._positions_before[name] for name in BODY_POSITIONS))
         self.sims.ctrl[:] = actions
         self.batch.step(nstep=self.frame_skip)
         if self.task.reads_contact_forces:
             self._compute_contact_forces()
-        for name, value in self._positions.items():
-            self._positions_before[name][:] = value
         observations = self.task.observe(self.sims, slice(None))
         outcome = self.task.outcome(self.sims, before, actions)
+        for name, value in self._positions.items():  # read by the next step; `before` is done with them
+            self._positions_before[name][:] = value
         self._elapsed_steps += 1
         truncated = self._elapsed_steps >= self.max_episode_steps
         done = outcome.terminated | truncated
