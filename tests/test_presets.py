@@ -187,14 +187,15 @@ def test_the_sweep_prints_its_grids_and_chooses_on_seeds_1_to_3_only(tmp_path):
 
     class Args:
         runs_dir = tmp_path
+        paper_reports = None
 
     def write_scores(candidate, seeds, per_seed):
         folder = tmp_path / tuned_sweep.grid_name("Swimmer-v5", candidate, seeds) / "report"
         folder.mkdir(parents=True)
-        finished = " ".join(["True"] * len(per_seed))
+        finished, seed_list, returns = (" ".join(map(str, values)) for values in (["True"] * 3, seeds, per_seed))
         (folder / "final_scores.csv").write_text(
             "env,kind,objective,measure,seeds,final_steps,finished,mean,std,per_seed,random_return,normalized_score\n"
-            f"Swimmer-v5,mujoco,clip-0.2,return,1 2 3,1 1 1,{finished},0,0,{' '.join(map(str, per_seed))},,\n"
+            f"Swimmer-v5,mujoco,clip-0.2,return,{seed_list},1 1 1,{finished},0,0,{returns},,\n"
         )
 
     for candidate, score in zip(tuned_sweep.candidates("Swimmer-v5")[:-1], (50, 280, 120)):
@@ -203,6 +204,40 @@ def test_the_sweep_prints_its_grids_and_chooses_on_seeds_1_to_3_only(tmp_path):
     write_scores(tuned_sweep.candidates("Swimmer-v5")[-1], tuned_sweep.CHOOSE_SEEDS, [100, 100, 100])
     write_scores("paper", tuned_sweep.REPORT_SEEDS, [900, 900, 900])  # seeds 4-6 never sway the choice
     assert tuned_sweep.chosen(Args, "Swimmer-v5") == "tuned"
+
+
+def test_the_sweep_reads_papers_seeds_from_table_1_and_skips_tuned_where_it_is_the_paper(tmp_path):
+    import subprocess
+    import sys
+
+    from benchmarks.experiments import tuned_sweep
+
+    assert tuned_sweep.candidates("Pusher-v5") == ("paper",)  # its preset keeps the paper's settings
+    assert "tuned" in tuned_sweep.candidates("Reacher-v5")
+    table1 = tmp_path / "table1" / "Swimmer-v5"
+    table1.mkdir(parents=True)
+    header = "env,kind,objective,measure,seeds,final_steps,finished,mean,std,per_seed,random_return,normalized_score\n"
+    (table1 / "final_scores.csv").write_text(
+        header + "Swimmer-v5,mujoco,clip-0.1,return,1 2 3,1 1 1,True True True,0,0,7 7 7,,\n"
+        "Swimmer-v5,mujoco,clip-0.2,return,1 2 3,1 1 1,True True True,0,0,76 55 117,,\n"
+    )
+
+    class Args:
+        runs_dir = tmp_path / "sweep"
+        paper_reports = tmp_path / "table1"
+
+    assert tuned_sweep.final_score(Args, "Swimmer-v5", "paper", tuned_sweep.CHOOSE_SEEDS) == [76, 55, 117]
+    assert tuned_sweep.final_score(Args, "Swimmer-v5", "paper", tuned_sweep.REPORT_SEEDS) is None  # never reused
+    assert tuned_sweep.final_score(Args, "Reacher-v5", "paper", tuned_sweep.CHOOSE_SEEDS) is None  # no report
+    dry = subprocess.run(
+        [sys.executable, "-m", "benchmarks.experiments.tuned_sweep", "--tasks", "Swimmer-v5", "--dry-run",
+         "--runs-dir", str(Args.runs_dir), "--paper-reports", str(Args.paper_reports)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    commands = [line for line in dry.stdout.splitlines() if line.startswith("$ ppo compare")]
+    assert len(commands) == len(tuned_sweep.candidates("Swimmer-v5")) - 1
+    assert not any("__paper__" in c for c in commands)
+    assert "| Swimmer-v5 | paper | (the paper's) | 83 ± 26 | - |" in dry.stdout
 
 
 def test_compare_passes_bool_train_options_as_switches(tmp_path):

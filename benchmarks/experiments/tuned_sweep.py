@@ -6,8 +6,11 @@ Every candidate starts from a published recipe: ``paper`` (the PPO paper's setti
 presets file as it stands: rl-baselines3-zoo's recipe for the task, ``agents/walkers/presets.py``) and variations of
 the latter, one change each. ``ppo compare`` skips finished cells and resumes interrupted ones, so the sweep spreads
 over sittings: run it again and it continues. ``--dry-run`` prints the commands and runs nothing.
+``--paper-reports docs/reports/table1`` takes ``paper``'s seeds 1-3 from the Table 1 grids where a task has one
+(their clip-0.2 cells are the same command on the same defaults) instead of running them again.
 
-    python -m benchmarks.experiments.tuned_sweep --tasks HalfCheetah-v5 Swimmer-v5 --stage choose --jobs 2
+    python -m benchmarks.experiments.tuned_sweep --tasks HalfCheetah-v5 Swimmer-v5 --stage choose --jobs 2 \
+        --paper-reports docs/reports/table1
     python -m benchmarks.experiments.tuned_sweep --tasks HalfCheetah-v5 --stage report     # seeds 4-6, the chosen
     python -m benchmarks.experiments.tuned_sweep --tasks Ant-v5 --dry-run
 """
@@ -44,11 +47,12 @@ SWEEP_CANDIDATES: dict[str, tuple[str, ...]] = {
     "Ant-v5": ("paper", "tuned", "tuned-lr-3e-4", "tuned-4-envs"),
     "Humanoid-v5": ("paper", "tuned", "tuned-lr-3e-4", "tuned-4-envs"),
 }
-"""Candidates per task; a task not listed runs ``paper`` and ``tuned``."""
+"""Candidates per task; a task not listed runs ``paper`` and ``tuned`` (see ``candidates``)."""
 
 
 def candidates(task: str) -> tuple[str, ...]:
-    return SWEEP_CANDIDATES.get(task, ("paper", "tuned"))
+    """The task's candidates; ``tuned`` is left out where the preset keeps the paper's settings (the same run)."""
+    return SWEEP_CANDIDATES.get(task, ("paper", "tuned") if TUNED[task].settings else ("paper",))
 
 
 def grid_name(task: str, candidate: str, seeds: tuple[int, ...]) -> str:
@@ -64,14 +68,29 @@ def compare_command(args: argparse.Namespace, task: str, candidate: str, seeds: 
     )  # fmt: skip
 
 
+def reused_paper(args: argparse.Namespace, task: str) -> Path | None:
+    """The Table 1 report's final scores of ``task`` under ``--paper-reports``, if it has them: its clip-0.2 cells on
+    seeds 1-3 are the ``paper`` candidate's (``ppo compare`` on the same command defaults)."""
+    path = None if args.paper_reports is None else args.paper_reports / task / FINAL_SCORES_FILE
+    return path if path is not None and path.is_file() else None
+
+
+def scores_path(args: argparse.Namespace, task: str, candidate: str, seeds: tuple[int, ...]) -> Path:
+    """The final-scores file of a candidate's grid: the sweep's own, or the reused Table 1 report."""
+    reused = reused_paper(args, task) if candidate == "paper" and seeds == CHOOSE_SEEDS else None
+    return reused or args.runs_dir / grid_name(task, candidate, seeds) / "report" / FINAL_SCORES_FILE
+
+
 def final_score(args: argparse.Namespace, task: str, candidate: str, seeds: tuple[int, ...]) -> list[float] | None:
-    """The per-seed final returns (mean of the last 100 episodes) of a finished grid, or None."""
-    path = args.runs_dir / grid_name(task, candidate, seeds) / "report" / FINAL_SCORES_FILE
+    """The per-seed final returns (mean of the last 100 episodes) of PPO-Clip 0.2 in a finished grid, or None."""
+    path = scores_path(args, task, candidate, seeds)
     if not path.is_file():
         return None
     with open(path, newline="", encoding="utf-8") as handle:
         for row in csv.DictReader(handle):
-            if row["env"] == task and row["finished"].split() and all(f == "True" for f in row["finished"].split()):
+            finished = row["finished"].split()
+            cell = (row["env"], row["objective"], row["seeds"].split())
+            if cell == (task, "clip-0.2", list(map(str, seeds))) and finished and all(f == "True" for f in finished):
                 return [float(x) for x in row["per_seed"].split()]
     return None
 
@@ -98,6 +117,8 @@ def main() -> None:
     parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "tuned_sweep")
     parser.add_argument("--total-steps", type=int, default=1_000_000)
     parser.add_argument("--jobs", type=int, default=1, help="cells run side by side (ppo compare --jobs)")
+    reuse = "read paper's seeds 1-3 from <dir>/<task>/final_scores.csv where it exists (docs/reports/table1)"
+    parser.add_argument("--paper-reports", type=Path, default=None, help=reuse)
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     args = parser.parse_args()
     unknown = [task for task in args.tasks if task not in TUNED]
@@ -107,6 +128,9 @@ def main() -> None:
     for task in args.tasks:
         if args.stage == "choose":
             for candidate in candidates(task):
+                if candidate == "paper" and reused_paper(args, task) is not None:
+                    print(f"{task} paper: seeds 1-3 read from {reused_paper(args, task)}")
+                    continue
                 run(args, compare_command(args, task, candidate, CHOOSE_SEEDS))
         elif args.stage == "report":
             pick = chosen(args, task)
