@@ -241,6 +241,42 @@ def game_config(tmp_path, name, game_file, objective=Clip(), total_steps=160, **
     )
 
 
+def test_per_turn_metrics_match_hand_computed_values():
+    """Two episodes: the first plays two turns (policy token, reply token, two policy tokens), the second one turn of
+    two tokens then padding. Turn 1 holds advantages 1, 3, 5, turn 2 holds 2, 4 (the reply's 9 and the padding's 7
+    must not count)."""
+    from agents.core.batch import Minibatch
+    from agents.text.metrics import turn_metrics
+    from agents.text.rollout import TextRollout
+
+    turn_index = torch.tensor([[0, -1, 1, 1], [0, 0, -1, -1]])
+    policy = (turn_index >= 0).float()
+    turns = TurnStructure(
+        policy_mask=policy, turn_ends=torch.tensor([[True, False, False, True], [False, True, False, False]]),
+        turn_index=turn_index, turn_rewards=torch.tensor([[0.0, 1.0], [1.0, 0.0]]), turns=torch.tensor([2, 1]),
+        success=torch.tensor([True, True]), truncated=torch.tensor([False, False]), episode_seeds=torch.tensor([0, 1]),
+    )  # fmt: skip
+    batch = Minibatch(
+        inputs={}, old_logp=torch.zeros(2, 4), mask=policy,
+        advantages=torch.tensor([[1.0, 9.0, 2.0, 4.0], [3.0, 5.0, 7.0, 7.0]]),
+        returns=torch.tensor([[1.0, 0.0, 2.0, 3.0], [2.0, 4.0, 0.0, 0.0]]),
+        old_values=torch.tensor([[0.0, 0.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0]]),
+    )  # fmt: skip
+    rollout = TextRollout(
+        batch=batch, prompts=["a", "b"], completions=["", ""], scores=torch.ones(2), task_metrics={},
+        ref_kl=torch.zeros(2), response_ids=torch.zeros(2, 4, dtype=torch.long), response_mask=policy,
+        ended=torch.ones(2, dtype=torch.bool), tokens=5, turns=turns,
+    )  # fmt: skip
+    metrics = turn_metrics(rollout, critic=True)
+    assert metrics["turn_reward_1"] == pytest.approx(0.5) and metrics["turn_reward_2"] == pytest.approx(1.0)
+    assert metrics["turn_advantage_std_1"] == pytest.approx((8 / 3) ** 0.5)  # mean 3: (4 + 0 + 4) / 3
+    assert metrics["turn_advantage_std_2"] == pytest.approx(1.0)
+    # returns 1, 2, 4 (variance 14/9) against residuals R - V of 1, 1, 3 (variance 8/9); turn 2: 2, 3 against 1, 2
+    assert metrics["turn_explained_variance_1"] == pytest.approx(3 / 7)
+    assert metrics["turn_explained_variance_2"] == pytest.approx(0.0, abs=1e-12)
+    assert "turn_explained_variance_1" not in turn_metrics(rollout, critic=False)
+
+
 def test_a_game_trains_logs_dialogues_and_per_turn_metrics_and_evaluates(tmp_path, game_file):
     run_dir = train_text(game_config(tmp_path, "clip", game_file))
     records = read_jsonl(run_dir / METRICS_FILE)

@@ -42,9 +42,10 @@ def text_diagnostics(rollout: TextRollout) -> dict[str, float]:
 
 def turn_metrics(rollout: TextRollout, critic: bool) -> dict[str, float]:
     """Multi-turn games, over every process's episodes: ``turn_reward_k``, the mean reward of turn k (1 for the
-    first) over the episodes that played it, and with a critic ``turn_explained_variance_k``, the critic's explained
-    variance ``1 - Var(R - V) / Var(R)`` over the policy tokens of turn k; nothing for single-turn tasks. (Turns per
-    episode, success and truncation are the ``task_`` metrics.)"""
+    first) over the episodes that played it; ``turn_advantage_std_k``, the standard deviation of the advantages the
+    update receives (before any minibatch whitening) over the policy tokens of turn k; and with a critic
+    ``turn_explained_variance_k``, the critic's explained variance ``1 - Var(R - V) / Var(R)`` over the same tokens.
+    Nothing for single-turn tasks. (Turns per episode, success and truncation are the ``task_`` metrics.)"""
     turns = rollout.turns
     if turns is None:
         return {}
@@ -62,14 +63,20 @@ def turn_metrics(rollout: TextRollout, critic: bool) -> dict[str, float]:
             (in_turn * returns**2).sum((1, 2)),
             (in_turn * residuals).sum((1, 2)),
             (in_turn * residuals**2).sum((1, 2)),
+            (in_turn * batch.advantages).sum((1, 2)),
+            (in_turn * batch.advantages**2).sum((1, 2)),
         ]
     )
-    reward, episodes, tokens, r, r2, e, e2 = all_reduce_sum(sums.double().cpu())
+    reward, episodes, tokens, r, r2, e, e2, a, a2 = all_reduce_sum(sums.double().cpu())
     metrics = {}
     for k in range(max_turns):
         if episodes[k] == 0:
             continue
         metrics[f"turn_reward_{k + 1}"] = float(reward[k] / episodes[k])
+        if tokens[k] > 0:
+            metrics[f"turn_advantage_std_{k + 1}"] = float(
+                (a2[k] / tokens[k] - (a[k] / tokens[k]) ** 2).clamp(min=0).sqrt()
+            )
         if critic and tokens[k] > 1:
             variance = r2[k] / tokens[k] - (r[k] / tokens[k]) ** 2
             residual_variance = e2[k] / tokens[k] - (e[k] / tokens[k]) ** 2
