@@ -1,0 +1,238 @@
+"""The horizon axis of issue 27: does the critic start to pay on text as the number of turns grows, as it does on
+the walkers? Guess-the-number with turn limits of 1, 2, 4 and 8, the range scaled so that every limit is solvable
+(bisection names any number of 1..2^T - 1 in T guesses; one turn gets 1..2, the smallest range the game takes),
+PPO-Clip (critic, token-level GAE over the policy's tokens) against GRPO (one group advantage per episode) at equal
+generated tokens, each horizon a ``ppo compare`` grid. The table: held-out success at the start and the end, the
+gap, and the diagnostics that say why: the critic's explained variance per turn and each turn's advantage spread.
+The figure puts the gap beside the walker result (PPO-Clip against GRPO on InvertedPendulum and Hopper, read from
+that grid's ``final_scores.csv``).
+
+``ppo compare`` skips finished cells and resumes interrupted ones (``--checkpoint-every 1``), so the experiment
+spreads over sittings: run it again and it continues. ``--dry-run`` prints the commands and runs nothing.
+
+    python -m benchmarks.experiments.horizon --turns 1 2 4 8 --seeds 1 2            # run (hours on 2 cores)
+    python -m benchmarks.experiments.horizon --stage table --plot docs/reports/horizon/horizon.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.harness import ROOT, machine_header, ppo_command, read_metrics
+
+CELL = re.compile(r"^text-guess-number__(?P<objective>.+)__s(?P<seed>\d+)$")
+"""A text cell's folder in a guess-the-number grid: ``text-guess-number__<objective label>__s<seed>``."""
+CRITIC, GROUP = "clip-0.2", "grpo-8"
+"""The two objectives' labels in the grids (``ppo compare --objectives clip grpo``)."""
+
+
+def range_for(turns: int) -> int:
+    """The largest number of the game with ``turns`` turns: 2^T - 1, which bisection always names in T guesses; at
+    least 2, the smallest range the game accepts (one turn is then a coin flip for the best policy)."""
+    return max(2, 2**turns - 1)
+
+
+def grid_name(turns: int) -> str:
+    return f"horizon-{turns}-turns"
+
+
+def compare_command(args: argparse.Namespace, turns: int) -> list[str]:
+    return ppo_command(
+        "compare", "--runs-dir", str(args.runs_dir), "--name", grid_name(turns), "--envs", "text:guess-number",
+        "--objectives", "clip", "grpo", "--seeds", *map(str, args.seeds), "--text-total-steps", str(args.token_budget),
+        "--prompts-per-iteration", str(args.episodes), "--max-new-tokens", str(args.turn_tokens),
+        "--eval-every", "2", "--eval-prompts", str(args.eval_episodes), "--task-options", f"high={range_for(turns)}",
+        "--train-options", f"max_turns={turns}", "chat_template=True", "--torch-threads", str(args.threads),
+        "--checkpoint-every", "1", "--jobs", str(args.jobs),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """One finished or partial run of a horizon grid, as the table reads it."""
+
+    objective: str
+    """The objective's label (``clip-0.2``, ``grpo-8``)."""
+    seed: int
+    """Its seed."""
+    start: float
+    """Held-out success of the starting model (the first evaluation)."""
+    end: float
+    """Held-out success at the last evaluation."""
+    tokens: int
+    """Generated tokens at that evaluation."""
+    explained_variance: dict[int, float]
+    """Turn k (1 for the first) -> the critic's explained variance over that turn's tokens, the mean over the run's
+    iterations that logged it (empty without a critic)."""
+    advantage_std: dict[int, float]
+    """Turn k -> the spread of that turn's advantages, the mean over the run's iterations."""
+    zero_variance_groups: float
+    """Mean groups per iteration whose episodes all scored the same (no signal; 0 for a critic)."""
+
+
+def per_turn_means(records: list[dict], prefix: str) -> dict[int, float]:
+    """``prefix<k>`` -> the mean over the records that logged a finite value of it, per turn k."""
+    values: dict[int, list[float]] = {}
+    for record in records:
+        for key, value in record.items():
+            if key.startswith(prefix) and value is not None and math.isfinite(value):
+                values.setdefault(int(key[len(prefix) :]), []).append(value)
+    return {k: float(np.mean(v)) for k, v in sorted(values.items())}
+
+
+def read_cell(run_dir: Path) -> CellResult | None:
+    """A cell's result from its metrics, or None before its second evaluation."""
+    match = CELL.match(run_dir.name)
+    if match is None or not (run_dir / "metrics.jsonl").is_file():
+        return None
+    records = read_metrics(run_dir)
+    evaluated = [r for r in records if "eval_success" in r]
+    if len(evaluated) < 2:
+        return None
+    trained = [r for r in records if r["iteration"] > 0]
+    return CellResult(
+        objective=match["objective"],
+        seed=int(match["seed"]),
+        start=evaluated[0]["eval_success"],
+        end=evaluated[-1]["eval_success"],
+        tokens=int(evaluated[-1]["global_step"]),
+        explained_variance=per_turn_means(trained, "turn_explained_variance_"),
+        advantage_std=per_turn_means(trained, "turn_advantage_std_"),
+        zero_variance_groups=float(np.mean([r.get("zero_variance_groups", 0.0) for r in trained])),
+    )
+
+
+def grid_results(args: argparse.Namespace, turns: int) -> list[CellResult]:
+    grid = args.runs_dir / grid_name(turns)
+    cells = [read_cell(path) for path in sorted(grid.iterdir())] if grid.is_dir() else []
+    return [cell for cell in cells if cell is not None]
+
+
+def per_turn_text(per_seed: list[dict[int, float]]) -> str:
+    """Turn 1 / turn 2 / ...: each turn's value, the mean over the seeds that have it."""
+    turns = sorted({k for values in per_seed for k in values})
+    return " / ".join(f"{np.mean([v[k] for v in per_seed if k in v]):.2f}" for k in turns) or "-"
+
+
+def mean_end(cells: list[CellResult], objective: str) -> float | None:
+    ends = [cell.end for cell in cells if cell.objective == objective]
+    return float(np.mean(ends)) if ends else None
+
+
+def table(args: argparse.Namespace) -> list[str]:
+    """The markdown table, one row per horizon and objective, and a gap row per horizon."""
+    lines = [
+        "| turns | range | objective | seeds | held-out success, start -> end (per seed) | tokens | critic's explained "
+        "variance per turn | advantage std per turn | zero-variance groups |",
+        "|---:|---:|---|---|---|---:|---|---|---:|",
+    ]
+    for turns in args.turns:
+        cells = grid_results(args, turns)
+        for objective in (CRITIC, GROUP):
+            mine = sorted((c for c in cells if c.objective == objective), key=lambda c: c.seed)
+            if not mine:
+                lines.append(f"| {turns} | 1..{range_for(turns)} | {objective} | - | not run | | | | |")
+                continue
+            ends = ", ".join(f"{c.end:.3f}" for c in mine)
+            wasted = np.mean([c.zero_variance_groups for c in mine])
+            lines.append(
+                f"| {turns} | 1..{range_for(turns)} | {objective} | {' '.join(str(c.seed) for c in mine)} | "
+                f"{np.mean([c.start for c in mine]):.3f} -> {np.mean([c.end for c in mine]):.3f} ({ends}) | "
+                f"{min(c.tokens for c in mine):,} | {per_turn_text([c.explained_variance for c in mine])} | "
+                f"{per_turn_text([c.advantage_std for c in mine])} | {wasted:.1f} |"
+            )
+        critic, group = mean_end(cells, CRITIC), mean_end(cells, GROUP)
+        gap = "-" if critic is None or group is None else f"**{critic - group:+.3f}**"
+        lines.append(f"| {turns} | | **critic - group** | | {gap} | | | | |")
+    return lines
+
+
+def walker_ratios(path: Path) -> dict[str, float]:
+    """Env -> GRPO's final return over PPO-Clip's, from a walker grid's ``final_scores.csv``."""
+    finals: dict[tuple[str, str], float] = {}
+    with open(path, newline="", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            finals[row["env"], row["objective"]] = float(row["mean"])
+    envs = sorted({env for env, _ in finals})
+    return {
+        env: finals[env, GROUP] / finals[env, CRITIC]
+        for env in envs
+        if (env, CRITIC) in finals and (env, GROUP) in finals
+    }
+
+
+def plot(args: argparse.Namespace, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (text_axis, walker_axis) = plt.subplots(1, 2, figsize=(10, 4), gridspec_kw={"width_ratios": [2, 1]})
+    for objective, marker, color in ((CRITIC, "o", "C0"), (GROUP, "s", "C1")):
+        xs, means = [], []
+        for turns in args.turns:
+            ends = [c.end for c in grid_results(args, turns) if c.objective == objective]
+            if ends:
+                text_axis.scatter([turns] * len(ends), ends, marker=marker, alpha=0.4, color=color)
+                xs.append(turns)
+                means.append(float(np.mean(ends)))
+        text_axis.plot(xs, means, marker=marker, label=objective, color=color)
+    text_axis.set_xscale("log", base=2)
+    text_axis.set_xticks(list(args.turns), [str(t) for t in args.turns])
+    text_axis.set(xlabel="turn limit (guess-the-number, range 1..2^T - 1)", ylabel="held-out success at the end")
+    text_axis.set_title("text: critic against group baseline by horizon")
+    text_axis.legend()
+    ratios = walker_ratios(args.walkers)
+    walker_axis.bar(range(len(ratios)), list(ratios.values()), color="C1")
+    walker_axis.axhline(1.0, color="C0", label=f"{CRITIC} (= 1)")
+    walker_axis.set_xticks(range(len(ratios)), [env.removesuffix("-v5") for env in ratios])
+    walker_axis.set(ylabel=f"{GROUP} final return / {CRITIC}'s", title="walkers, 1,000-step episodes")
+    walker_axis.legend()
+    figure.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, dpi=120)
+    plt.close(figure)
+    print(f"figure: {out}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--stage", choices=("run", "table"), default="run", help="run the grids, or only the table")
+    parser.add_argument("--turns", type=int, nargs="+", default=[1, 2, 4, 8], help="turn limits, one grid each")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--token-budget", type=int, default=6000, help="generated tokens per run")
+    parser.add_argument("--episodes", type=int, default=32, help="episodes per iteration (4 game seeds x 8)")
+    parser.add_argument("--turn-tokens", type=int, default=12, help="the policy's tokens per turn at most")
+    parser.add_argument("--eval-episodes", type=int, default=64, help="held-out episodes per evaluation")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads per run")
+    parser.add_argument("--jobs", type=int, default=1, help="cells run side by side (ppo compare --jobs)")
+    parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "horizon")
+    walkers = ROOT / "docs" / "reports" / "after-ppo-walkers" / "final_scores.csv"
+    parser.add_argument("--walkers", type=Path, default=walkers, help="the walker grid's final_scores.csv")
+    parser.add_argument("--plot", type=Path, default=None, help="write the figure here")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    args = parser.parse_args()
+    if any(turns < 1 for turns in args.turns):
+        parser.error(f"--turns must be 1 or more, got {args.turns}")
+    print(machine_header())
+    if args.stage == "run":
+        for turns in args.turns:
+            command = compare_command(args, turns)
+            print("$ ppo", " ".join(command[len(ppo_command()) :]), flush=True)
+            if not args.dry_run:
+                subprocess.run(command, check=True, cwd=ROOT)
+    print("\n".join(table(args)))
+    if args.plot is not None:
+        plot(args, args.plot)
+
+
+if __name__ == "__main__":
+    main()

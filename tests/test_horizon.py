@@ -1,0 +1,70 @@
+"""The horizon experiment's grids, table and figure (``benchmarks/experiments/horizon.py``, issue 27), on fabricated
+run folders: what it runs and what it reads, not what it finds."""
+
+import argparse
+import json
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks.experiments import horizon
+from benchmarks.harness import ROOT
+
+WALKERS = ROOT / "docs" / "reports" / "after-ppo-walkers" / "final_scores.csv"
+
+
+def test_each_turn_limit_gets_a_range_bisection_solves_in_that_many_guesses():
+    assert [horizon.range_for(t) for t in (1, 2, 4, 8)] == [2, 3, 15, 255]
+    for turns in (2, 4, 8):  # bisection needs ceil(log2(high + 1)) guesses (envs/text/games/guess_number.py)
+        assert (horizon.range_for(turns) + 1).bit_length() - 1 == turns
+
+
+def write_run(folder, evaluations, per_turn, zero_variance_groups=0.0):
+    """A run's metrics.jsonl: held-out success ``evaluations`` at iterations 0, 2, ... (1,000 tokens each); every
+    trained iteration logs ``per_turn`` (metric name -> value) and ``zero_variance_groups``."""
+    folder.mkdir(parents=True)
+    records = []
+    for iteration in range(2 * len(evaluations) - 1):
+        record = {"iteration": iteration, "global_step": 1000 * iteration, "zero_variance_groups": zero_variance_groups}
+        if iteration % 2 == 0:
+            record["eval_success"] = evaluations[iteration // 2]
+        if iteration > 0:
+            record |= per_turn
+        records.append(record)
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def test_the_table_reads_success_gaps_and_per_turn_diagnostics(tmp_path):
+    grid = tmp_path / horizon.grid_name(2)
+    critic = {"turn_explained_variance_1": 0.2, "turn_explained_variance_2": 0.6, "turn_advantage_std_1": 0.5}
+    write_run(grid / "text-guess-number__clip-0.2__s1", [0.1, 0.3, 0.5], critic)
+    write_run(grid / "text-guess-number__clip-0.2__s2", [0.1, 0.2, 0.3], critic | {"turn_explained_variance_2": 0.2})
+    write_run(grid / "text-guess-number__grpo-8__s1", [0.1, 0.2], {"turn_advantage_std_1": 1.0}, 3.0)
+    write_run(grid / "text-guess-number__grpo-8__s2", [0.1], {})  # one evaluation: not read yet
+    args = argparse.Namespace(turns=[2, 4], runs_dir=tmp_path, walkers=WALKERS)
+    printed = "\n".join(horizon.table(args))
+    assert "| 2 | 1..3 | clip-0.2 | 1 2 | 0.100 -> 0.400 (0.500, 0.300) | 4,000 | 0.20 / 0.40 | 0.50 | 0.0 |" in printed
+    assert "| 2 | 1..3 | grpo-8 | 1 | 0.100 -> 0.200 (0.200) | 2,000 | - | 1.00 | 3.0 |" in printed
+    assert "| 2 | | **critic - group** | | **+0.200** |" in printed
+    assert "| 4 | 1..15 | clip-0.2 | - | not run |" in printed and "| 4 | | **critic - group** | | - |" in printed
+    horizon.plot(args, tmp_path / "horizon.png")
+    assert (tmp_path / "horizon.png").stat().st_size > 10_000
+    assert horizon.walker_ratios(WALKERS)["Hopper-v5"] == pytest.approx(824.356 / 2564.313, rel=1e-5)  # the docs' table
+
+
+def test_the_run_stage_prints_one_compare_grid_per_turn_limit(tmp_path):
+    printed = subprocess.run(
+        [sys.executable, "-m", "benchmarks.experiments.horizon", "--turns", "1", "8", "--seeds", "3", "--dry-run",
+         "--runs-dir", str(tmp_path)],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    commands = [line for line in printed.splitlines() if line.startswith("$ ppo compare")]
+    assert len(commands) == 2
+    assert "--task-options high=2 --train-options max_turns=1" in commands[0]
+    assert "--task-options high=255 --train-options max_turns=8" in commands[1]
+    assert all("--objectives clip grpo --seeds 3" in c and "--checkpoint-every 1" in c for c in commands)
+    assert not (tmp_path / horizon.grid_name(1)).exists()
+    with pytest.raises(subprocess.CalledProcessError):
+        subprocess.run([sys.executable, "-m", "benchmarks.experiments.horizon", "--turns", "0", "--dry-run"],
+                       capture_output=True, check=True)  # fmt: skip
