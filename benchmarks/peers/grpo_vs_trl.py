@@ -19,12 +19,15 @@ each saved policy is then scored by ``ppo eval --base`` of a run folder whose st
 too), so both are sampled by one routine on the same 40 held-out questions, ``--eval-samples`` samples each
 (evaluation seeds 0, 1, ...). Beside each accuracy, the seconds the side spent training (ours: sampling, scoring
 and updating summed over iterations; TRL: its rounds, kept in ``learn-trl-sN/benchmark_result.json``), loading and
-evaluation left out, for the equal-wall-clock reading.
+evaluation left out, and each side's generated tokens. For equal wall-clock, ``--trl-token-budget`` gives TRL's side
+its own budget (its saved runs are reused only if they were trained to it) while ours trains to ``--token-budget``.
 
     python -m benchmarks.peers.grpo_vs_trl --trl-python /work/trl-venv/bin/python --iterations 3
     python -m benchmarks.peers.grpo_vs_trl --trl-python /work/trl-venv/bin/python --token-budget 5000 --seeds 1 2
     python -m benchmarks.peers.grpo_vs_trl --trl-python ... --token-budget 5000 --seeds 1 2 \
         --ours-options="--adam-eps 1e-8" --label=-eps8
+    python -m benchmarks.peers.grpo_vs_trl --trl-python ... --token-budget 9400 --trl-token-budget 5000 --seeds 1 \
+        --label=-wall     # ours given about TRL's time: 5,000 tokens x TRL's seconds per iteration over ours'
 """
 
 from __future__ import annotations
@@ -185,6 +188,7 @@ def learning_table(args: argparse.Namespace, prompts: Path) -> None:
     print("|---|---:|---:|---:|---:|")
     new_tokens, beta, threads = args.new_tokens[0], args.betas[0], args.threads[0]
     extra = shlex.split(args.ours_options)
+    trl_budget = args.token_budget if args.trl_token_budget is None else args.trl_token_budget
     for seed in args.seeds:
         name = f"learn-ours{args.label}-s{seed}"
         train_text_run(args.runs_dir, name, our_options(new_tokens, beta, threads, args.token_budget, seed, *extra))
@@ -195,21 +199,29 @@ def learning_table(args: argparse.Namespace, prompts: Path) -> None:
         if not (trl_dir / "config.json").exists():
             result = child_result(
                 module_command(
-                    TRL_BASELINE, "--prompts-file", str(prompts), "--token-budget", str(args.token_budget),
+                    TRL_BASELINE, "--prompts-file", str(prompts), "--token-budget", str(trl_budget),
                     "--save-dir", str(trl_dir), "--new-tokens", str(new_tokens), "--beta", str(beta),
                     "--threads", str(threads), "--seed", str(seed), python=args.trl_python,
                 )
             )  # fmt: skip
             trl_result.write_text(json.dumps(result))
+        kept = json.loads(trl_result.read_text()) if trl_result.exists() else None
+        if kept is not None and kept["settings"]["token_budget"] != trl_budget:
+            raise SystemExit(
+                f"{trl_dir} was trained to {kept['settings']['token_budget']} tokens, not {trl_budget}: pass "
+                f"--trl-token-budget {kept['settings']['token_budget']} or another --runs-dir"
+            )
         trl = evaluate_policy(args.runs_dir, args.runs_dir / name, trl_dir, f"trl-s{seed}", args.eval_samples)
-        trl_seconds = sum(json.loads(trl_result.read_text())["round_seconds"]) if trl_result.exists() else None
+        records = read_metrics(run)
         rows = (
-            (f"ours {args.ours_options}".strip(), ours, f"{training_seconds(read_metrics(run)):,.0f}"),
-            ("TRL", trl, "not kept" if trl_seconds is None else f"{trl_seconds:,.0f}"),
-        )
-        for side, accuracies, seconds in rows:
+            (f"ours {args.ours_options}".strip(), ours, records[-1]["global_step"], training_seconds(records)),
+            ("TRL", trl, trl_budget if kept is None else kept["generated_tokens_total"],
+             None if kept is None else sum(kept["round_seconds"])),
+        )  # fmt: skip
+        for side, accuracies, tokens, seconds in rows:
             mean = sum(accuracies) / len(accuracies)
-            print(f"| {side} | {seed} | {mean:.3f} | {args.token_budget} | {seconds} |")
+            spent = "not kept" if seconds is None else f"{seconds:,.0f}"
+            print(f"| {side} | {seed} | {mean:.3f} | {tokens:,}{' (budget)' if seconds is None else ''} | {spent} |")
 
 
 def main() -> None:
@@ -221,6 +233,8 @@ def main() -> None:
     parser.add_argument("--betas", type=float, nargs="+", default=[0.04], help="reference-KL coefficients (0.04, 0)")
     parser.add_argument("--threads", type=int, nargs="+", default=[1], help="torch threads (1 and 2)")
     parser.add_argument("--token-budget", type=int, default=None, help="learning: generated tokens per run")
+    trl_budget = "learning: TRL's budget when it differs from ours (equal wall-clock: ours longer; default the same)"
+    parser.add_argument("--trl-token-budget", type=int, default=None, help=trl_budget)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--eval-samples", type=int, default=4, help="learning: samples of each held-out question")
     parser.add_argument(
