@@ -195,7 +195,7 @@ def test_the_sweep_prints_its_grids_and_chooses_on_seeds_1_to_3_only(tmp_path):
         finished, seed_list, returns = (" ".join(map(str, values)) for values in (["True"] * 3, seeds, per_seed))
         (folder / "final_scores.csv").write_text(
             "env,kind,objective,measure,seeds,final_steps,finished,mean,std,per_seed,random_return,normalized_score\n"
-            f"Swimmer-v5,mujoco,clip-0.2,return,{seed_list},1 1 1,{finished},0,0,{returns},,\n"
+            f"Swimmer-v5,mujoco,clip-0.2 (no value clip),return,{seed_list},1 1 1,{finished},0,0,{returns},,\n"
         )
 
     for candidate, score in zip(tuned_sweep.candidates("Swimmer-v5")[:-1], (50, 280, 120)):

@@ -89,7 +89,8 @@ def final_score(args: argparse.Namespace, task: str, candidate: str, seeds: tupl
     with open(path, newline="", encoding="utf-8") as handle:
         for row in csv.DictReader(handle):
             finished = row["finished"].split()
-            cell = (row["env"], row["objective"], row["seeds"].split())
+            objective = row["objective"].split(" ")[0]  # the report marks changed settings: "clip-0.2 (no value clip)"
+            cell = (row["env"], objective, row["seeds"].split())
             if cell == (task, "clip-0.2", list(map(str, seeds))) and finished and all(f == "True" for f in finished):
                 return [float(x) for x in row["per_seed"].split()]
     return None
