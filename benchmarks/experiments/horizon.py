@@ -75,7 +75,8 @@ class CellResult:
     advantage_std: dict[int, float]
     """Turn k -> the spread of that turn's advantages, the mean over the run's iterations."""
     zero_variance_groups: float
-    """Mean groups per iteration whose episodes all scored the same (no signal; 0 for a critic)."""
+    """The mean over iterations of the share of groups whose episodes all scored the same (no signal; 0 for a
+    critic)."""
 
 
 def per_turn_means(records: list[dict], prefix: str) -> dict[int, float]:
@@ -131,7 +132,7 @@ def table(args: argparse.Namespace) -> list[str]:
     """The markdown table, one row per horizon and objective, and a gap row per horizon."""
     lines = [
         "| turns | range | objective | seeds | held-out success, start -> end (per seed) | tokens | critic's explained "
-        "variance per turn | advantage std per turn | zero-variance groups |",
+        "variance per turn | advantage std per turn | share of zero-variance groups |",
         "|---:|---:|---|---|---|---:|---|---|---:|",
     ]
     for turns in args.turns:
@@ -147,7 +148,7 @@ def table(args: argparse.Namespace) -> list[str]:
                 f"| {turns} | 1..{range_for(turns)} | {objective} | {' '.join(str(c.seed) for c in mine)} | "
                 f"{np.mean([c.start for c in mine]):.3f} -> {np.mean([c.end for c in mine]):.3f} ({ends}) | "
                 f"{min(c.tokens for c in mine):,} | {per_turn_text([c.explained_variance for c in mine])} | "
-                f"{per_turn_text([c.advantage_std for c in mine])} | {wasted:.1f} |"
+                f"{per_turn_text([c.advantage_std for c in mine])} | {wasted:.2f} |"
             )
         critic, group = mean_end(cells, CRITIC), mean_end(cells, GROUP)
         gap = "-" if critic is None or group is None else f"**{critic - group:+.3f}**"
