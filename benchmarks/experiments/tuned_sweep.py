@@ -71,8 +71,10 @@ def compare_command(args: argparse.Namespace, task: str, candidate: str, seeds: 
 def reused_paper(args: argparse.Namespace, task: str) -> Path | None:
     """The Table 1 report's final scores of ``task`` under ``--paper-reports``, if it has them: its clip-0.2 cells on
     seeds 1-3 are the ``paper`` candidate's (``ppo compare`` on the same command defaults)."""
-    path = None if args.paper_reports is None else args.paper_reports / task / FINAL_SCORES_FILE
-    return path if path is not None and path.is_file() else None
+    if args.paper_reports is None:
+        return None
+    path = args.paper_reports / task / FINAL_SCORES_FILE
+    return path if path.is_file() else None
 
 
 def scores_path(args: argparse.Namespace, task: str, candidate: str, seeds: tuple[int, ...]) -> Path:
@@ -89,7 +91,7 @@ def final_score(args: argparse.Namespace, task: str, candidate: str, seeds: tupl
     with open(path, newline="", encoding="utf-8") as handle:
         for row in csv.DictReader(handle):
             finished = row["finished"].split()
-            objective = row["objective"].split(" ")[0]  # the report marks changed settings: "clip-0.2 (no value clip)"
+            objective = row["objective"].split(" ")[0]  # without run_variant's suffix: "clip-0.2 (no value clip)"
             cell = (row["env"], objective, row["seeds"].split())
             if cell == (task, "clip-0.2", list(map(str, seeds))) and finished and all(f == "True" for f in finished):
                 return [float(x) for x in row["per_seed"].split()]
@@ -129,8 +131,9 @@ def main() -> None:
     for task in args.tasks:
         if args.stage == "choose":
             for candidate in candidates(task):
-                if candidate == "paper" and reused_paper(args, task) is not None:
-                    print(f"{task} paper: seeds 1-3 read from {reused_paper(args, task)}")
+                reused = reused_paper(args, task) if candidate == "paper" else None
+                if reused is not None:
+                    print(f"{task} paper: seeds 1-3 read from {reused}")
                     continue
                 run(args, compare_command(args, task, candidate, CHOOSE_SEEDS))
         elif args.stage == "report":
