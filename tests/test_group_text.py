@@ -10,9 +10,11 @@ from agents.core.config import ConfigError
 from agents.core.objectives import DAPO, GRPO, RLOO, DrGRPO, SamplingPlan
 from agents.runs.checkpoint import load_checkpoint
 from agents.runs.logger import METRICS_FILE, read_jsonl
+from agents.text.actor_critic import build_policy
 from agents.text.config import validate_text_config
 from agents.text.rollout import SampledCompletions, sample_batch
 from agents.text.train import train_text
+from tests.conftest import without_measurements
 from tests.test_train_text import custom_task, tiny_text_config  # noqa: F401 - custom_task is a fixture
 
 GROUP_OBJECTIVES = [GRPO(group_size=4), DrGRPO(group_size=4), RLOO(group_size=4), DAPO(group_size=4)]
@@ -42,9 +44,21 @@ def test_each_group_objective_trains_without_a_critic(tmp_path, custom_task, obj
 
 def test_the_reference_kl_goes_where_ref_kl_in_says(tmp_path, custom_task):  # noqa: F811
     nowhere_config = tiny_text_config(tmp_path, "none", custom_task, objective=GRPO(group_size=4), ref_kl_in="none")
-    nowhere = read_jsonl(train_text(nowhere_config) / METRICS_FILE)
-    assert all(r["reference_kl_loss"] == 0.0 and r["ref_kl_coef"] == 0.0 for r in nowhere)
-    assert any(r["ref_kl"] > 0 for r in nowhere[1:]), "the KL is still measured and logged"
+    assert build_policy(nowhere_config, torch.device("cpu"))[1] is None, "a KL weighing nothing needs no reference"
+    nowhere_dir = train_text(nowhere_config)
+    nowhere = read_jsonl(nowhere_dir / METRICS_FILE)
+    assert all(r["reference_kl_loss"] == 0.0 and r["ref_kl_coef"] == 0.0 and "ref_kl" not in r for r in nowhere)
+    kept_config = tiny_text_config(
+        tmp_path, "kept", custom_task, objective=GRPO(group_size=4), ref_kl_in="none", keep_reference=True
+    )
+    kept_dir = train_text(kept_config)
+    kept = read_jsonl(kept_dir / METRICS_FILE)
+    assert any(r["ref_kl"] > 0 for r in kept[1:]), "--keep-reference measures and logs the KL"
+    assert without_measurements(nowhere) == [
+        {k: v for k, v in r.items() if k != "ref_kl"} for r in without_measurements(kept)
+    ], "the reference's forwards change nothing else"
+    trained, trained_kept = load_checkpoint(nowhere_dir)["trainable"], load_checkpoint(kept_dir)["trainable"]
+    assert all(torch.equal(trained[name], trained_kept[name]) for name in trained)
     in_loss_config = tiny_text_config(  # PPO-Clip with GRPO's placement
         tmp_path, "loss", custom_task, ref_kl_in="loss", ref_kl_coef=0.5, ref_kl_target=None
     )

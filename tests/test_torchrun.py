@@ -192,11 +192,12 @@ def test_two_process_group_runs_take_equal_shares_and_finish_in_both_worlds(tmp_
     text = torchrun(
         "train", "text", "--model", "tiny", "--prompts-per-iteration", "8", "--max-new-tokens", "8",
         "--total-steps", "128", "--minibatch-size", "4", "--no-progress", "--runs-dir", str(tmp_path),
-        "--run-name", "text", "arithmetic", "dapo", "--group-size", "2",
+        "--run-name", "text", "--fsdp", "arithmetic", "dapo", "--group-size", "2",
     )  # fmt: skip
     assert text.returncode == 0, text.stderr[-8000:]
     text_records = read_jsonl(tmp_path / "text" / METRICS_FILE)
     assert text_records and all(r["sampling_rounds"] >= 1 for r in text_records)
+    assert all("ref_kl" not in r for r in text_records), "beta_ref 0: no reference is built, sharded or run"
 
 
 def test_an_fsdp2_text_run_matches_plain_data_parallelism_and_resumes_from_its_whole_state(tmp_path):

@@ -20,7 +20,7 @@ from torch import nn
 from agents.core.kl import kl_k3
 from agents.core.objectives import uses_critic
 from agents.core.policy import Evaluation
-from agents.text.config import TextTrainConfig
+from agents.text.config import TextTrainConfig, reference_in_use
 from envs.text.models import load_causal_lm, without_quantization
 
 POLICY_DIR = "policy"
@@ -327,8 +327,9 @@ def save_policy_directory(policy: LMActorCritic, tokenizer, directory: Path) -> 
         torch.save(policy.value_head.state_dict(), directory / "value_head.pt")
 
 
-def build_policy(config: TextTrainConfig, device: torch.device) -> tuple[LMActorCritic, ReferencePolicy, object]:
-    """The trained actor-critic, its frozen reference, and the tokenizer."""
+def build_policy(config: TextTrainConfig, device: torch.device) -> tuple[LMActorCritic, ReferencePolicy | None, object]:
+    """The trained actor-critic, its frozen reference (None where no KL to it is weighted or logged:
+    ``reference_in_use``), and the tokenizer."""
     lm, tokenizer, _ = load_causal_lm(config.text.model)
     if config.text.lora_rank > 0:
         from peft import LoraConfig, get_peft_model
@@ -348,5 +349,7 @@ def build_policy(config: TextTrainConfig, device: torch.device) -> tuple[LMActor
         separate_critic=config.text.separate_critic,
         critic=uses_critic(config.objective),
     ).to(device)
-    reference = ReferencePolicy(policy.lm, share_base_with_lora=config.text.lora_rank > 0)
+    reference = None
+    if reference_in_use(config):
+        reference = ReferencePolicy(policy.lm, share_base_with_lora=config.text.lora_rank > 0)
     return policy, reference, tokenizer

@@ -66,6 +66,9 @@ class TextEnvConfig:
     default), the last two gradient-equal to k1 in the reward on-policy."""
     ref_kl_coef: float | None = None
     """beta_ref: initial one in the reward (Ziegler et al.: 0.2), fixed one in the loss (GRPO: 0.04); None = these."""
+    keep_reference: bool = False
+    """Build and run the frozen reference even where it takes no part in training (beta_ref 0, e.g. Dr. GRPO and
+    DAPO), to log the KL to it (``ref_kl``); off, it is then neither built nor run, as in TRL and verl."""
     ref_kl_target: float | None = 6.0
     """KL in the reward only: target summed KL per completion of the adaptive beta_ref (Ziegler: 6); None = fixed."""
     ref_kl_horizon: int = 10_000
@@ -162,6 +165,12 @@ def reference_kl_coef(config: TextTrainConfig) -> float:
     if placement == "none":
         return 0.0
     return config.text.ref_kl_coef if config.text.ref_kl_coef is not None else REFERENCE_KL_COEF[placement]
+
+
+def reference_in_use(config: TextTrainConfig) -> bool:
+    """Whether the run builds the frozen reference: its KL has a weight in the reward or the loss (an adaptive
+    beta_ref that starts at 0 stays 0), or ``--keep-reference`` asks for its KL to be logged anyway."""
+    return config.text.keep_reference or reference_kl_coef(config) > 0
 
 
 def validate_text_config(config: TextTrainConfig) -> None:

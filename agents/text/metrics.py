@@ -103,8 +103,11 @@ def score_metrics(rollout: TextRollout) -> dict[str, float]:
     }
 
 
-def reference_kl_metrics(mean_ref_kl: float, ref_kl_coef: float, placement: ReferenceKL) -> dict[str, float]:
-    """The summed KL to the reference per completion, its coefficient, and the part of the reward it took."""
+def reference_kl_metrics(mean_ref_kl: float | None, ref_kl_coef: float, placement: ReferenceKL) -> dict[str, float]:
+    """The summed KL to the reference per completion (left out where no reference is run), its coefficient, and
+    the part of the reward it took."""
+    if mean_ref_kl is None:
+        return {"ref_kl_coef": ref_kl_coef, "non_score_reward": 0.0}
     return {
         "ref_kl": mean_ref_kl,
         "ref_kl_coef": ref_kl_coef,

@@ -192,8 +192,8 @@ class TextRollout(NamedTuple):
     scores: torch.Tensor
     """``(B,)`` task score per completion, after the EOS penalty: what the last token is rewarded."""
     task_metrics: dict[str, list[float]]
-    ref_kl: torch.Tensor
-    """``(B,)`` summed per-token KL to the reference, ``sum_t (log pi - log pi_ref)``."""
+    ref_kl: torch.Tensor | None
+    """``(B,)`` summed per-token KL to the reference, ``sum_t (log pi - log pi_ref)``; None without a reference."""
     response_ids: torch.Tensor
     response_mask: torch.Tensor
     ended: torch.Tensor
@@ -391,13 +391,14 @@ def sample_completions(
 @torch.no_grad()
 def build_text_batch(
     policy: LMActorCritic,
-    reference: ReferencePolicy,
+    reference: ReferencePolicy | None,
     tokenizer,
     samples: SampledCompletions,
     settings: TextBatchSettings,
     ref_kl_coef: float,
 ) -> TextRollout:
     """The by-sequence batch of ``samples``: old log-probs, values and reference log-probs, then advantages.
+    Without a ``reference`` (its KL weighs nothing: ``reference_in_use``) its forwards are skipped and the KL is 0.
 
     PPO (``gae``): per-token rewards ``-ref_kl_coef * (log pi - log pi_ref)`` plus the score on the last token,
     GAE with the critic's values, advantages whitened over every process's batch.
@@ -426,15 +427,18 @@ def build_text_batch(
         evaluation = policy(part)
         old_logp.append(evaluation.logp)
         values.append(evaluation.value)
-        chunk = slice(i, i + settings.forward_batch)
-        ref_logp.append(
-            reference.log_probs(
-                prompt_ids[chunk], prompt_mask[chunk], response_ids[chunk], response_mask[chunk], settings.temperature
-            )
-        )
-    old_logp, values, ref_logp = torch.cat(old_logp) * mask, torch.cat(values) * mask, torch.cat(ref_logp) * mask
+        if reference is not None:
+            chunk = slice(i, i + settings.forward_batch)
+            ref_logp.append(
+                reference.log_probs(
+                    prompt_ids[chunk], prompt_mask[chunk], response_ids[chunk], response_mask[chunk],
+                    settings.temperature,
+                )
+            )  # fmt: skip
+    old_logp, values = torch.cat(old_logp) * mask, torch.cat(values) * mask
     inputs["old_logp"] = old_logp
-    kl = (old_logp - ref_logp) * mask
+    ref_logp = None if reference is None else torch.cat(ref_logp) * mask
+    kl = torch.zeros_like(mask) if ref_logp is None else (old_logp - ref_logp) * mask
     in_reward = ref_kl_coef if settings.reference_kl == "reward" else 0.0
     turn_ends = torch.zeros_like(mask) if turns is None else turns.turn_ends
 
@@ -490,7 +494,7 @@ def build_text_batch(
         samples.completions,
         scores,
         samples.task_metrics,
-        kl.sum(-1),
+        None if ref_logp is None else kl.sum(-1),
         response_ids,
         response_mask,
         samples.ended,

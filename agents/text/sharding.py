@@ -65,19 +65,23 @@ def shard_lm(lm: nn.Module, mesh: DeviceMesh) -> None:
     fully_shard(lm, mesh=mesh)
 
 
-def shard_policy(policy: LMActorCritic, reference: ReferencePolicy, device: torch.device) -> None:
-    """Shard ``policy`` and its frozen ``reference`` over every process, in place: one FSDP unit per block, then
-    the LM, then ``policy``; afterwards their parameters are ``DTensor`` shards. Every unit frees its gathered
-    weights after its forward (FSDP2 keeps the root's by default), so ``gathered_weights`` can restore that.
-    On the CPU freed buffers of 1 MiB or more go back to the system (``return_freed_buffers_to_the_system``)."""
+def shard_policy(policy: LMActorCritic, reference: ReferencePolicy | None, device: torch.device) -> None:
+    """Shard ``policy`` and its frozen ``reference`` (where there is one) over every process, in place: one FSDP
+    unit per block, then the LM, then ``policy``; afterwards their parameters are ``DTensor`` shards. Every unit
+    frees its gathered weights after its forward (FSDP2 keeps the root's by default), so ``gathered_weights`` can
+    restore that. On the CPU freed buffers of 1 MiB or more go back to the system
+    (``return_freed_buffers_to_the_system``)."""
     if device.type == "cpu":  # CUDA's caching allocator reuses the buffers instead
         return_freed_buffers_to_the_system()
     mesh = init_device_mesh(device.type, (world_size(),))
     shard_lm(policy.lm, mesh)
     fully_shard(policy, mesh=mesh)
-    shard_lm(reference.lm, mesh)  # frozen: only forward passes, each block gathered in turn and freed
+    roots = [policy]
+    if reference is not None:
+        shard_lm(reference.lm, mesh)  # frozen: only forward passes, each block gathered in turn and freed
+        roots.append(reference.lm)
     # FSDP2 takes the first module to run forward as its root; sampling calls the LM (a child) first, so name it now
-    for root in (policy, reference.lm):
+    for root in roots:
         root._get_fsdp_state()._lazy_init()
         root.set_reshard_after_forward(True)
 

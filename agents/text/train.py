@@ -297,8 +297,9 @@ def train_text(config: TextTrainConfig) -> Path:
                     evaluation_chunk=text.forward_batch,
                 )
             state.penalty.update(result.kl_after_update, rollout.batch.size * world_size())
-            mean_ref_kl = mean_over_processes(rollout.ref_kl)
-            state.reference_kl.update(mean_ref_kl, text.prompts_per_iteration)
+            mean_ref_kl = None if rollout.ref_kl is None else mean_over_processes(rollout.ref_kl)
+            if mean_ref_kl is not None:
+                state.reference_kl.update(mean_ref_kl, text.prompts_per_iteration)
             clock.update_done()
             update_peak = peak_memory_gb(device)
 
@@ -325,7 +326,8 @@ def train_text(config: TextTrainConfig) -> Path:
             rows = sample_groups.logged_rows(rollout, text.samples_to_log)
             if rows:
                 logger.log_samples(iteration, state.global_step, rows)
-            progress.advance(tokens, reward=f"{metrics['reward']:.2f}", kl=f"{mean_ref_kl:.2f}")
+            shown = {} if mean_ref_kl is None else {"kl": f"{mean_ref_kl:.2f}"}
+            progress.advance(tokens, reward=f"{metrics['reward']:.2f}", **shown)
 
             if checkpoint_due(iteration, run_cfg, last=last) and (text.keep_checkpoint or not last):
                 save_loop_state(config, run_dir, state)

@@ -28,6 +28,8 @@ its own budget (its saved runs are reused only if they were trained to it) while
         --ours-options="--adam-eps 1e-8" --label=-eps8
     python -m benchmarks.peers.grpo_vs_trl --trl-python ... --token-budget 9400 --trl-token-budget 5000 --seeds 1 \
         --label=-wall     # ours given about TRL's time: 5,000 tokens x TRL's seconds per iteration over ours'
+    python -m benchmarks.peers.grpo_vs_trl --trl-python ... --token-budget 5000 --seeds 1 --ours-only \
+        --ours-options="--prompts-without-replacement" --label=-passes   # a one-change run: TRL not retrained
 """
 
 from __future__ import annotations
@@ -194,6 +196,11 @@ def learning_table(args: argparse.Namespace, prompts: Path) -> None:
         train_text_run(args.runs_dir, name, our_options(new_tokens, beta, threads, args.token_budget, seed, *extra))
         run = args.runs_dir / name
         ours = evaluate_policy(args.runs_dir, run, run / "policy", name, args.eval_samples)
+        records = read_metrics(run)
+        ours_row = (f"ours {args.ours_options}".strip(), ours, records[-1]["global_step"], training_seconds(records))
+        if args.ours_only:
+            print_learning_rows(seed, [ours_row])
+            continue
         trl_dir = args.runs_dir / f"learn-trl-s{seed}"
         trl_result = trl_dir / "benchmark_result.json"  # absent for policies trained before it was kept
         if not (trl_dir / "config.json").exists():
@@ -212,16 +219,19 @@ def learning_table(args: argparse.Namespace, prompts: Path) -> None:
                 f"--trl-token-budget {kept['settings']['token_budget']} or another --runs-dir"
             )
         trl = evaluate_policy(args.runs_dir, args.runs_dir / name, trl_dir, f"trl-s{seed}", args.eval_samples)
-        records = read_metrics(run)
-        rows = (
-            (f"ours {args.ours_options}".strip(), ours, records[-1]["global_step"], training_seconds(records)),
-            ("TRL", trl, trl_budget if kept is None else kept["generated_tokens_total"],
-             None if kept is None else sum(kept["round_seconds"])),
+        trl_row = (
+            "TRL", trl, trl_budget if kept is None else kept["generated_tokens_total"],
+            None if kept is None else sum(kept["round_seconds"]),
         )  # fmt: skip
-        for side, accuracies, tokens, seconds in rows:
-            mean = sum(accuracies) / len(accuracies)
-            spent = "not kept" if seconds is None else f"{seconds:,.0f}"
-            print(f"| {side} | {seed} | {mean:.3f} | {tokens:,}{' (budget)' if seconds is None else ''} | {spent} |")
+        print_learning_rows(seed, [ours_row, trl_row])
+
+
+def print_learning_rows(seed: int, rows: list[tuple[str, list[float], int, float | None]]) -> None:
+    """One table row per side: its mean held-out accuracy, generated tokens and training seconds."""
+    for side, accuracies, tokens, seconds in rows:
+        mean = sum(accuracies) / len(accuracies)
+        spent = "not kept" if seconds is None else f"{seconds:,.0f}"
+        print(f"| {side} | {seed} | {mean:.3f} | {tokens:,}{' (budget)' if seconds is None else ''} | {spent} |")
 
 
 def main() -> None:
@@ -245,6 +255,8 @@ def main() -> None:
         "TRL runs once per seed whatever they are",
     )
     parser.add_argument("--label", default="", help="learning: a suffix naming our runs of these --ours-options")
+    ours_only = "learning: train and score our side only (a one-change run, read against our own earlier rows)"
+    parser.add_argument("--ours-only", action="store_true", help=ours_only)
     args = parser.parse_args()
     args.runs_dir.mkdir(parents=True, exist_ok=True)
     print(machine_header())
