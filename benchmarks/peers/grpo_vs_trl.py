@@ -121,38 +121,47 @@ def ours_speed(runs_dir: Path, new_tokens: int, beta: float, threads: int, itera
     }
 
 
-def trl_speed(trl_python: str, prompts: Path, new_tokens: int, beta: float, threads: int, iterations: int) -> dict:
-    arguments = ["--prompts-file", str(prompts), "--rounds", str(iterations), "--new-tokens", str(new_tokens)]
+def trl_speed(
+    runs_dir: Path, prompts: Path, new_tokens: int, beta: float, threads: int, args: argparse.Namespace
+) -> dict:
+    """TRL's side of one speed row; its whole result is kept as ``speed-trl-....json`` in ``runs_dir``."""
+    arguments = ["--prompts-file", str(prompts), "--rounds", str(args.iterations), "--new-tokens", str(new_tokens)]
     result = child_result(
-        module_command(TRL_BASELINE, *arguments, "--beta", str(beta), "--threads", str(threads), python=trl_python)
+        module_command(TRL_BASELINE, *arguments, "--beta", str(beta), "--threads", str(threads), python=args.trl_python)
     )
+    (runs_dir / f"speed-trl-t{new_tokens}-b{beta}-th{threads}.json").write_text(json.dumps(result))
     phases = result["phase_seconds_per_round"]
+    timed_tokens = result["generated_tokens_per_round"][1:]
     return {
         "seconds_per_iteration": result["seconds_per_round"],
         "sampling": phases["generation"],
         "nograd_forwards": phases["old_logprob_forwards"] + phases.get("reference_forwards", 0.0),
         "update": phases["update"],
         "peak_gb": result["peak_rss_gb_train"],
+        "tokens_per_iteration": sum(timed_tokens) / len(timed_tokens),
         "versions": result["versions"],
     }
 
 
 def speed_table(args: argparse.Namespace, prompts: Path) -> None:
-    print("| new tokens | beta | threads | side | s / iteration | sampling | no-grad forwards | update | peak GB |")
-    print("|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+    print(
+        "| new tokens | beta | threads | side | s / iteration | sampling | no-grad forwards | update | peak GB | "
+        "generated tokens / iteration |"
+    )
+    print("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     for new_tokens in args.new_tokens:
         for beta in args.betas:
             for threads in args.threads:
                 ours = ours_speed(args.runs_dir, new_tokens, beta, threads, args.iterations)
-                trl = trl_speed(args.trl_python, prompts, new_tokens, beta, threads, args.iterations)
+                trl = trl_speed(args.runs_dir, prompts, new_tokens, beta, threads, args)
                 for side, row in (("ours", ours), ("TRL", trl)):
                     print(
                         f"| {new_tokens} | {beta} | {threads} | {side} | {row['seconds_per_iteration']:.1f} | "
                         f"{row['sampling']:.1f} | {row['nograd_forwards']:.1f} | {row['update']:.1f} | "
-                        f"{row['peak_gb']:.2f} |"
+                        f"{row['peak_gb']:.2f} | {row['tokens_per_iteration']:,.0f} |"
                     )
                 ratio = trl["seconds_per_iteration"] / ours["seconds_per_iteration"]
-                print(f"| | | | **TRL / ours** | **{ratio:.2f}x** | | | | |  {json.dumps(trl['versions'])}")
+                print(f"| | | | **TRL / ours** | **{ratio:.2f}x** | | | | | |  {json.dumps(trl['versions'])}")
 
 
 ACCURACY = re.compile(r"accuracy[ =:]+([0-9.]+)")
