@@ -297,8 +297,9 @@ def train_text(config: TextTrainConfig) -> Path:
                     evaluation_chunk=text.forward_batch,
                 )
             state.penalty.update(result.kl_after_update, rollout.batch.size * world_size())
-            mean_ref_kl = None if rollout.ref_kl is None else mean_over_processes(rollout.ref_kl)
-            if mean_ref_kl is not None:
+            mean_ref_kl = None  # no reference is run where its KL weighs nothing
+            if rollout.ref_kl is not None:
+                mean_ref_kl = mean_over_processes(rollout.ref_kl)
                 state.reference_kl.update(mean_ref_kl, text.prompts_per_iteration)
             clock.update_done()
             update_peak = peak_memory_gb(device)

@@ -121,15 +121,13 @@ def ours_speed(runs_dir: Path, new_tokens: int, beta: float, threads: int, itera
     }
 
 
-def trl_speed(
-    runs_dir: Path, prompts: Path, new_tokens: int, beta: float, threads: int, args: argparse.Namespace
-) -> dict:
-    """TRL's side of one speed row; its whole result is kept as ``speed-trl-....json`` in ``runs_dir``."""
+def trl_speed(args: argparse.Namespace, prompts: Path, new_tokens: int, beta: float, threads: int) -> dict:
+    """TRL's side of one speed row; its whole result is kept as ``speed-trl-....json`` in ``args.runs_dir``."""
     arguments = ["--prompts-file", str(prompts), "--rounds", str(args.iterations), "--new-tokens", str(new_tokens)]
     result = child_result(
         module_command(TRL_BASELINE, *arguments, "--beta", str(beta), "--threads", str(threads), python=args.trl_python)
     )
-    (runs_dir / f"speed-trl-t{new_tokens}-b{beta}-th{threads}.json").write_text(json.dumps(result))
+    (args.runs_dir / f"speed-trl-t{new_tokens}-b{beta}-th{threads}.json").write_text(json.dumps(result))
     phases = result["phase_seconds_per_round"]
     timed_tokens = result["generated_tokens_per_round"][1:]
     return {
@@ -153,7 +151,7 @@ def speed_table(args: argparse.Namespace, prompts: Path) -> None:
         for beta in args.betas:
             for threads in args.threads:
                 ours = ours_speed(args.runs_dir, new_tokens, beta, threads, args.iterations)
-                trl = trl_speed(args.runs_dir, prompts, new_tokens, beta, threads, args)
+                trl = trl_speed(args, prompts, new_tokens, beta, threads)
                 for side, row in (("ours", ours), ("TRL", trl)):
                     print(
                         f"| {new_tokens} | {beta} | {threads} | {side} | {row['seconds_per_iteration']:.1f} | "
