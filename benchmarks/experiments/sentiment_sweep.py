@@ -37,6 +37,8 @@ CONFIGS = {
     "e8": ["--epochs", "8"],
     # beta_ref, not its target: over 336 sequences a 10,000-sequence horizon moves beta by under 1 % (ProportionalKL)
     "kl0.05": ["--ref-kl-coef", "0.05"],
+    # the text default until issue 26 moved it to TRL's 1e-8: run beside `default` to re-measure the move
+    "eps1e-5": ["--adam-eps", "1e-5"],
 }
 """configuration name -> the options it changes (``ppo train text``'s, before the task subcommand)."""
 

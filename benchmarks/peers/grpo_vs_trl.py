@@ -7,7 +7,9 @@ template, 8 prompts x 8 completions per iteration, at most ``--new-tokens`` toke
 16 completions, lr 1e-5 decaying linearly, beta ``--beta`` with k3 in the loss, per-sequence mean, group std
 scaling, clip 0.2, ``--threads`` torch threads. Ours is ``ppo train text ... grpo``; TRL's is
 ``benchmarks/peers/trl_grpo_baseline.py`` run by the Python of TRL's own venv (``--trl-python``; TRL is a peer,
-never a dependency). The two run one after the other, never side by side.
+never a dependency). The two run one after the other, or with ``--side-by-side`` at once, each with its own
+``--threads`` (the issue's own 1-thread measurement: on 2 cores each side then has a core and shares the memory bus
+with the other, so both see the same neighbour; it halves the wall-clock of the slow 1-thread rows).
 
 Speed (``--iterations``): seconds per iteration after the first, split into sampling (ours: sampling and
 scoring; TRL: ``generate``), the no-grad forwards (old and reference log-probs, and ours' advantages), and the
@@ -23,6 +25,7 @@ evaluation left out, and each side's generated tokens. For equal wall-clock, ``-
 its own budget (its saved runs are reused only if they were trained to it) while ours trains to ``--token-budget``.
 
     python -m benchmarks.peers.grpo_vs_trl --trl-python /work/trl-venv/bin/python --iterations 3
+    python -m benchmarks.peers.grpo_vs_trl --trl-python ... --iterations 3 --betas 0 --threads 1 --side-by-side
     python -m benchmarks.peers.grpo_vs_trl --trl-python /work/trl-venv/bin/python --token-budget 5000 --seeds 1 2
     python -m benchmarks.peers.grpo_vs_trl --trl-python ... --token-budget 5000 --seeds 1 2 \
         --ours-options="--adam-eps 1e-8" --label=-eps8
@@ -36,10 +39,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shlex
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from agents.runs.logger import METRICS_FILE
@@ -150,8 +155,14 @@ def speed_table(args: argparse.Namespace, prompts: Path) -> None:
     for new_tokens in args.new_tokens:
         for beta in args.betas:
             for threads in args.threads:
-                ours = ours_speed(args.runs_dir, new_tokens, beta, threads, args.iterations)
-                trl = trl_speed(args, prompts, new_tokens, beta, threads)
+                if args.side_by_side:
+                    with ThreadPoolExecutor(max_workers=2) as both:
+                        ours_run = both.submit(ours_speed, args.runs_dir, new_tokens, beta, threads, args.iterations)
+                        trl_run = both.submit(trl_speed, args, prompts, new_tokens, beta, threads)
+                        ours, trl = ours_run.result(), trl_run.result()
+                else:
+                    ours = ours_speed(args.runs_dir, new_tokens, beta, threads, args.iterations)
+                    trl = trl_speed(args, prompts, new_tokens, beta, threads)
                 for side, row in (("ours", ours), ("TRL", trl)):
                     print(
                         f"| {new_tokens} | {beta} | {threads} | {side} | {row['seconds_per_iteration']:.1f} | "
@@ -264,7 +275,11 @@ def main() -> None:
     parser.add_argument("--label", default="", help="learning: a suffix naming our runs of these --ours-options")
     ours_only = "learning: train and score our side only (a one-change run, read against our own earlier rows)"
     parser.add_argument("--ours-only", action="store_true", help=ours_only)
+    side_by_side = "speed: run both sides at once, each with --threads threads (needs 2 x threads cores)"
+    parser.add_argument("--side-by-side", action="store_true", help=side_by_side)
     args = parser.parse_args()
+    if args.side_by_side and 2 * max(args.threads) > (os.cpu_count() or 1):
+        parser.error(f"--side-by-side needs 2 x {max(args.threads)} cores, this machine has {os.cpu_count()}: drop it")
     args.runs_dir.mkdir(parents=True, exist_ok=True)
     print(machine_header())
     prompts = prompts_file(args.runs_dir)
