@@ -108,7 +108,7 @@ def test_reward_head_reaches_reference_accuracy_and_reports_it(sentiment):
     # learns from 500 (measured 0.73 on 300 held-out reviews); chance is 0.5
     report = sentiment.reward_model_report()
     assert 0.70 <= report.heldout_accuracy <= 0.85
-    assert (report.train_reviews, report.heldout_reviews, report.from_cache) == (500, 300, False)
+    assert (report.train_reviews, report.heldout_reviews) == (500, 300)
     positive, negative = sentiment.score(["", ""], [POSITIVE, NEGATIVE]).rewards
     assert positive > 0 > negative
 

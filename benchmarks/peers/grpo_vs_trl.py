@@ -155,14 +155,10 @@ def speed_table(args: argparse.Namespace, prompts: Path) -> None:
     for new_tokens in args.new_tokens:
         for beta in args.betas:
             for threads in args.threads:
-                if args.side_by_side:
-                    with ThreadPoolExecutor(max_workers=2) as both:
-                        ours_run = both.submit(ours_speed, args.runs_dir, new_tokens, beta, threads, args.iterations)
-                        trl_run = both.submit(trl_speed, args, prompts, new_tokens, beta, threads)
-                        ours, trl = ours_run.result(), trl_run.result()
-                else:
-                    ours = ours_speed(args.runs_dir, new_tokens, beta, threads, args.iterations)
-                    trl = trl_speed(args, prompts, new_tokens, beta, threads)
+                with ThreadPoolExecutor(max_workers=2 if args.side_by_side else 1) as sides:  # 1: in turn
+                    ours_run = sides.submit(ours_speed, args.runs_dir, new_tokens, beta, threads, args.iterations)
+                    trl_run = sides.submit(trl_speed, args, prompts, new_tokens, beta, threads)
+                    ours, trl = ours_run.result(), trl_run.result()
                 for side, row in (("ours", ours), ("TRL", trl)):
                     print(
                         f"| {new_tokens} | {beta} | {threads} | {side} | {row['seconds_per_iteration']:.1f} | "
