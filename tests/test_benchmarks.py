@@ -124,3 +124,28 @@ def test_a_finished_text_run_is_skipped_and_a_finished_evaluation_read_back(tmp_
     assert harness.train_text_run(tmp_path, "done", ["--seed", "1"]) is False
     (tmp_path / "base.eval.txt").write_text("learned_reward 0.1, gold_lexicon 0.2\n")
     assert harness.ppo_eval_once(["RUN"], tmp_path / "base.eval.txt") == "learned_reward 0.1, gold_lexicon 0.2\n"
+
+
+def test_the_trl_speed_table_gives_each_phase_its_ratio_and_the_versions_below_the_table(monkeypatch, capsys):
+    from benchmarks.peers import grpo_vs_trl
+
+    def row(seconds, sampling, nograd, update):
+        return {
+            "seconds_per_iteration": seconds,
+            "sampling": sampling,
+            "nograd_forwards": nograd,
+            "update": update,
+            "peak_gb": 1.0,
+            "tokens_per_iteration": 900.0,
+            "versions": {"trl": "9.9"},
+        }
+
+    monkeypatch.setattr(grpo_vs_trl, "ours_speed", lambda *_args: row(100.0, 10.0, 20.0, 70.0))
+    monkeypatch.setattr(grpo_vs_trl, "trl_speed", lambda *_args: row(150.0, 25.0, 30.0, 95.0))
+    args = grpo_vs_trl.argparse.Namespace(
+        new_tokens=[16], betas=[0.0], threads=[1], side_by_side=True, runs_dir=Path("unused"), iterations=2
+    )
+    grpo_vs_trl.speed_table(args, Path("unused"))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-3] == "| | | | **TRL / ours** | **1.50x** | 2.5x | 1.5x | 1.4x | | |"
+    assert lines[-1] == 'TRL side: {"trl": "9.9"}'
