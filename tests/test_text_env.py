@@ -13,7 +13,14 @@ from agents.core.minibatch_step import STAT_NAMES, make_minibatch_step
 from agents.core.objectives import Clip
 from agents.core.optimizer import AdamState
 from agents.core.update import UpdateSchedule, ppo_update
-from agents.text.actor_critic import LMActorCritic, ReferencePolicy, inverse_cdf_sample, sample_responses
+from agents.text.actor_critic import (
+    LMActorCritic,
+    ReferencePolicy,
+    continue_prompts,
+    filled_columns,
+    inverse_cdf_sample,
+    sample_responses,
+)
 from agents.text.rollout import TextBatchSettings, build_text_batch, sample_completions, shaped_rewards
 from envs.text.env import TextGenEnv
 from envs.text.models import ModelLoadError, build_tiny_model
@@ -300,6 +307,83 @@ def test_shared_prompt_forwards_equal_a_forward_of_the_whole_sequences_in_values
     assert any(g.abs().sum() > 0 for g in whole_gradients)
     for shared_gradient, whole_gradient in zip(shared_gradients, whole_gradients, strict=True):
         torch.testing.assert_close(shared_gradient, whole_gradient, atol=1e-4, rtol=1e-3)
+
+
+def test_the_vocabulary_projection_runs_on_the_response_tokens_only_and_padding_comes_back_as_zeros(tiny):
+    """Issue 26: the LM head and its softmax see the prefill's last positions and the masked-in response tokens."""
+    model, tokenizer = tiny
+    ids, mask = grouped_prompts(tokenizer, group_size=3)
+    uniforms = torch.rand(len(ids), 6, generator=torch.Generator().manual_seed(6))
+    sampled = sample_responses(model, ids, mask, uniforms, 0.7, -1, tokenizer.pad_token_id)
+    response_mask = (torch.arange(6) < torch.tensor([6, 1, 3, 4, 6, 2, 5, 6, 1, 3, 2, 6]).unsqueeze(1)).long()
+    response_ids = torch.where(response_mask.bool(), sampled.response_ids, tokenizer.pad_token_id)
+    projected_rows = []
+    hook = model.get_output_embeddings().register_forward_hook(
+        lambda module, inputs, output: projected_rows.append(inputs[0].reshape(-1, inputs[0].shape[-1]).shape[0])
+    )
+    try:
+        continued = continue_prompts(model, ids, mask, response_ids, response_mask, 0.7)
+    finally:
+        hook.remove()
+    distinct_prompts = len(PROMPTS)
+    assert projected_rows == [distinct_prompts, int(response_mask[:, 1:].sum())]
+    valid = response_mask.bool()
+    assert torch.all(continued.logp[~valid] == 0) and torch.all(continued.entropy[~valid] == 0)
+    assert torch.all(continued.entropy[valid] > 0)
+    whole_logp, _ = whole_sequence_forward(
+        model, ids, mask, response_ids, response_mask, torch.nn.Linear(model.config.n_embd, 1), 0.7
+    )
+    torch.testing.assert_close(continued.logp[valid], whole_logp[valid], atol=2e-5, rtol=0)
+
+
+def test_filled_columns_counts_up_to_the_last_column_any_row_fills():
+    assert filled_columns(torch.tensor([[1, 1, 0, 0, 0], [1, 1, 1, 0, 0]])) == 3
+    assert filled_columns(torch.tensor([[1, 1, 1, 1, 1], [1, 0, 0, 0, 0]])) == 5
+    assert filled_columns(torch.tensor([[1, 0, 1, 0], [0, 0, 0, 0]])) == 3  # a gap inside a dialogue is not the end
+    assert filled_columns(torch.zeros(2, 4, dtype=torch.long)) == 1
+
+
+def test_columns_of_padding_in_every_row_change_no_value_or_gradient_and_come_back_as_zeros(tiny):
+    """Issue 26: forwards cover the filled columns only; a rollout padded to --max-new-tokens must train the same."""
+    model, tokenizer = tiny
+    model = copy.deepcopy(model)
+    ids, mask = grouped_prompts(tokenizer, group_size=3)
+    uniforms = torch.rand(len(ids), 4, generator=torch.Generator().manual_seed(5))
+    sampled = sample_responses(model, ids, mask, uniforms, 0.7, -1, tokenizer.pad_token_id)
+    lengths = torch.tensor([4, 1, 3, 4, 2, 2, 4, 1, 3, 2, 4, 1])
+    response_mask = (torch.arange(4) < lengths.unsqueeze(1)).long()
+    response_ids = torch.where(response_mask.bool(), sampled.response_ids, tokenizer.pad_token_id)
+    policy = LMActorCritic(model, temperature=0.7)
+    torch.nn.init.normal_(policy.value_head.weight, std=0.1)
+    parameters = [p for p in policy.parameters() if p.requires_grad]
+
+    def evaluate(extra_columns):
+        padded_ids = torch.cat([response_ids, torch.full((len(ids), extra_columns), tokenizer.pad_token_id)], 1)
+        padded_mask = torch.cat([response_mask, torch.zeros(len(ids), extra_columns, dtype=torch.long)], 1)
+        reference = ReferencePolicy(model).log_probs(ids, mask, padded_ids, padded_mask, 0.7)
+        evaluation = policy(
+            {
+                "input_ids": torch.cat([ids, padded_ids], 1),
+                "attention_mask": torch.cat([mask, padded_mask], 1),
+                "response_ids": padded_ids,
+                "old_logp": torch.zeros(padded_ids.shape),
+            }
+        )
+        valid = padded_mask.bool()
+        loss = (evaluation.logp * valid).sum() + (evaluation.value**2 * valid).sum()
+        return reference, evaluation, torch.autograd.grad(loss, parameters)
+
+    reference, evaluation, gradients = evaluate(0)
+    padded_reference, padded, padded_gradients = evaluate(3)
+    assert padded.logp.shape == padded.value.shape == padded_reference.shape == (len(ids), 7)
+    for tensor in (padded_reference, padded.logp, padded.entropy, padded.value, padded.kl):
+        assert torch.all(tensor[:, 4:] == 0)
+    torch.testing.assert_close(padded_reference[:, :4], reference, atol=2e-5, rtol=0)
+    for full, cut in ((padded.logp, evaluation.logp), (padded.value, evaluation.value), (padded.kl, evaluation.kl)):
+        torch.testing.assert_close(full[:, :4], cut, atol=2e-5, rtol=0)
+    assert any(g.abs().sum() > 0 for g in gradients)
+    for padded_gradient, gradient in zip(padded_gradients, gradients, strict=True):
+        torch.testing.assert_close(padded_gradient, gradient, atol=1e-5, rtol=1e-4)
 
 
 def test_first_minibatch_ratio_is_one_and_training_leaves_the_reference_alone(tiny):

@@ -32,11 +32,26 @@ def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
+def filled_columns(response_mask: torch.Tensor) -> int:
+    """How many leading columns of right-padded responses ``(B, T)`` hold a token of some row (at least 1).
+
+    The columns after them are padding in every row: a causal model's earlier positions never read them, so a
+    forward over the first ``filled_columns`` gives the same values there as one over all ``T`` (up to rounding)
+    while sparing the padding's work (a ``--max-new-tokens 128`` rollout averaging 65 tokens: issue 26)."""
+    filled = response_mask.bool().any(0).nonzero()
+    return int(filled[-1]) + 1 if len(filled) else 1
+
+
+def padded_to(values: torch.Tensor, num_tokens: int) -> torch.Tensor:
+    """``(B, W) -> (B, num_tokens)``: zeros appended after the ``W`` computed columns (padding, masked out later)."""
+    return torch.nn.functional.pad(values, (0, num_tokens - values.shape[1]))
+
+
 def token_log_probs_and_entropy(
     logits: torch.Tensor, tokens: torch.Tensor, temperature: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``log softmax(logits / temperature)`` at ``tokens`` and the entropy of that distribution;
-    ``(B, T, V) -> (B, T), (B, T)``.
+    ``(..., V), (...) -> (...), (...)`` (``(B, T, V) -> (B, T)``, or ``(N, V) -> (N,)`` for flattened positions).
 
     The same temperature must be used when sampling and when training, or the ratio does not start at 1.
     The entropy is a diagnostic without gradient: its backward over the whole vocabulary would cost
@@ -88,30 +103,35 @@ class LMActorCritic(nn.Module):
 
         The prompts and responses go through ``continue_prompts`` (each distinct prompt once, the responses through
         its cache, gradients flowing back through both); a separate critic LM reads the whole sequences."""
-        response_ids = inputs["response_ids"]
-        num_prompt = inputs["input_ids"].shape[1] - response_ids.shape[1]
+        num_tokens = inputs["response_ids"].shape[1]
+        num_prompt = inputs["input_ids"].shape[1] - num_tokens
+        width = filled_columns(inputs["attention_mask"][:, num_prompt:])
+        input_ids = inputs["input_ids"][:, : num_prompt + width]
+        attention_mask = inputs["attention_mask"][:, : num_prompt + width]
+        response_ids = inputs["response_ids"][:, :width]
         continued = continue_prompts(
             self.lm,
-            inputs["input_ids"][:, :num_prompt],
-            inputs["attention_mask"][:, :num_prompt],
+            input_ids[:, :num_prompt],
+            attention_mask[:, :num_prompt],
             response_ids,
-            inputs["attention_mask"][:, num_prompt:],
+            attention_mask[:, num_prompt:],
+            self.temperature,
             hidden=self.value_head is not None and self.critic_lm is None,
         )
-        logp, entropy = token_log_probs_and_entropy(continued.logits, response_ids, self.temperature)
+        logp, entropy = padded_to(continued.logp, num_tokens), padded_to(continued.entropy, num_tokens)
         kl = kl_k3(logp, inputs["old_logp"])
         if self.value_head is None:
             return Evaluation(logp=logp, entropy=entropy, value=torch.zeros_like(logp), kl=kl)
         hidden = continued.hidden
         if self.critic_lm is not None:
             hidden = self.critic_lm(
-                input_ids=inputs["input_ids"],
-                attention_mask=inputs["attention_mask"],
-                position_ids=position_ids_from_mask(inputs["attention_mask"]),
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                position_ids=position_ids_from_mask(attention_mask),
                 output_hidden_states=True,
                 use_cache=False,
             ).hidden_states[-1][:, num_prompt - 1 : -1]
-        value = self.value_head(hidden.float()).squeeze(-1)
+        value = padded_to(self.value_head(hidden.float()).squeeze(-1), num_tokens)
         return Evaluation(logp=logp, entropy=entropy, value=value, kl=kl)
 
 
@@ -175,8 +195,10 @@ def prefill_prompts(
 class ContinuedPrompts(NamedTuple):
     """What the LM gives at the ``T`` positions that predict a response's tokens."""
 
-    logits: torch.Tensor
-    """``(B, T, V)``: position ``t`` predicts response token ``t``."""
+    logp: torch.Tensor
+    """``(B, T)`` log pi(response token t | prompt, tokens before t) at the temperature; 0 where the mask is 0."""
+    entropy: torch.Tensor
+    """``(B, T)`` the entropy of the same distributions (no gradient); 0 where the mask is 0."""
     hidden: torch.Tensor | None
     """``(B, T, H)`` the last layer's hidden states at the same positions (the state s_t the value head reads)."""
 
@@ -187,17 +209,27 @@ def continue_prompts(
     prompt_mask: torch.Tensor,
     response_ids: torch.Tensor,
     response_mask: torch.Tensor,
+    temperature: float,
     hidden: bool = False,
 ) -> ContinuedPrompts:
-    """The logits (and hidden states) that predict each token of right-padded responses ``(B, T)`` after
-    left-padded prompts ``(B, P)``: the distinct prompts prefilled once (``prefill_prompts``), then every response
-    but its last token in one forward through their cache. Equal to a forward of the whole sequences up to rounding,
-    at the cost of ``distinct prompts x P + B x T`` tokens instead of ``B x (P + T)``; differentiable."""
+    """The log-probs and entropies of right-padded responses ``(B, T)`` after left-padded prompts ``(B, P)`` (and
+    the hidden states that predict them): the distinct prompts prefilled once (``prefill_prompts``), then every
+    response but its last token in one forward through their cache. Equal to a forward of the whole sequences up to
+    rounding, at the cost of ``distinct prompts x P + B x T`` tokens instead of ``B x (P + T)``; differentiable.
+
+    The vocabulary projection and its softmax run only where ``response_mask`` is 1 (the first position's, read off
+    the prefill, for every row): Hugging Face's boolean ``logits_to_keep`` flattens the kept positions to
+    ``(N, V)``, and the results are scattered back with zeros elsewhere, so a padded position costs the layers only
+    (issue 26)."""
     prefilled = prefill_prompts(lm, prompt_ids, prompt_mask, hidden)
-    logits = prefilled.last_logits.unsqueeze(1)
+    first_logp, first_entropy = token_log_probs_and_entropy(prefilled.last_logits, response_ids[:, 0], temperature)
+    first_kept = response_mask[:, :1].bool()
+    logp = torch.where(first_kept, first_logp.unsqueeze(1), 0.0)
+    entropy = torch.where(first_kept, first_entropy.unsqueeze(1), 0.0)
     states = prefilled.last_hidden.unsqueeze(1) if hidden else None
     if response_ids.shape[1] > 1:
         mask = torch.cat([prompt_mask, response_mask], dim=1)[:, :-1]
+        kept = response_mask[:, 1:].bool()  # the forward's position t predicts response token t + 1
         output = lm(
             input_ids=response_ids[:, :-1],
             attention_mask=mask,
@@ -205,11 +237,15 @@ def continue_prompts(
             cache=prefilled.cache,
             use_cache=True,
             output_hidden_states=hidden,
+            logits_to_keep=kept,
         )
-        logits = torch.cat([logits, output.logits], dim=1)
+        where = kept.nonzero(as_tuple=True)
+        kept_logp, kept_entropy = token_log_probs_and_entropy(output.logits, response_ids[:, 1:][kept], temperature)
+        logp = torch.cat([logp, kept_logp.new_zeros(kept.shape).index_put(where, kept_logp)], dim=1)
+        entropy = torch.cat([entropy, kept_entropy.new_zeros(kept.shape).index_put(where, kept_entropy)], dim=1)
         if hidden:
             states = torch.cat([states, output.hidden_states[-1]], dim=1)
-    return ContinuedPrompts(logits, states)
+    return ContinuedPrompts(logp, entropy, states)
 
 
 @torch.no_grad()
@@ -274,9 +310,11 @@ def response_log_probs(
     temperature: float,
 ) -> torch.Tensor:
     """log pi(response token t | prompt, tokens before t) ``(B, T)`` for left-padded prompts ``(B, P)`` and
-    right-padded responses ``(B, T)``, by ``continue_prompts``."""
-    logits = continue_prompts(lm, prompt_ids, prompt_mask, response_ids, response_mask).logits
-    return token_log_probs_and_entropy(logits, response_ids, temperature)[0]
+    right-padded responses ``(B, T)``, by ``continue_prompts`` over the ``filled_columns`` (0 after them)."""
+    num_tokens, width = response_ids.shape[1], filled_columns(response_mask)
+    response_ids, response_mask = response_ids[:, :width], response_mask[:, :width]
+    continued = continue_prompts(lm, prompt_ids, prompt_mask, response_ids, response_mask, temperature)
+    return padded_to(continued.logp, num_tokens)
 
 
 class ReferencePolicy:

@@ -64,30 +64,30 @@ def main() -> None:
     uniforms = torch.rand(len(prompts), args.new_tokens, generator=generator)
     whole_ids, whole_mask = torch.cat([prompt_ids, responses], 1), torch.cat([prompt_mask, response_mask], 1)
 
-    def whole_logits(rows) -> torch.Tensor:
+    def whole_logp(rows) -> torch.Tensor:
         mask = whole_mask[rows]
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         output = lm(input_ids=whole_ids[rows], attention_mask=mask, position_ids=positions,
                     logits_to_keep=args.new_tokens + 1, use_cache=False)  # fmt: skip
-        return output.logits[:, :-1]
+        return token_log_probs_and_entropy(output.logits[:, :-1], responses[rows], 1.0)[0]
 
-    def shared_logits(rows) -> torch.Tensor:
-        return continue_prompts(lm, prompt_ids[rows], prompt_mask[rows], responses[rows], response_mask[rows]).logits
+    def shared_logp(rows) -> torch.Tensor:
+        return continue_prompts(lm, prompt_ids[rows], prompt_mask[rows], responses[rows], response_mask[rows], 1.0).logp
 
-    def chunks_of_8(logits_of: Callable) -> Callable[[], None]:
+    def chunks_of_8(logp_of: Callable) -> Callable[[], None]:
         def forwards() -> None:
             with torch.no_grad():
                 for start in range(0, len(prompts), 8):
-                    logits_of(slice(start, start + 8))
+                    logp_of(slice(start, start + 8))
 
         return forwards
 
     optimizer = torch.optim.AdamW(lm.parameters(), lr=1e-5, eps=1e-8, weight_decay=0.0)
     rows = torch.tensor(MINIBATCH_ROWS)
 
-    def step_with(logits_of: Callable) -> Callable[[], None]:
+    def step_with(logp_of: Callable) -> Callable[[], None]:
         def step() -> None:
-            logp = token_log_probs_and_entropy(logits_of(rows), responses[rows], 1.0)[0]
+            logp = logp_of(rows)
             optimizer.zero_grad(set_to_none=True)
             logp.mean().backward()
             optimizer.step()
@@ -104,8 +104,8 @@ def main() -> None:
 
     rows_of_table = [
         ("sampling 64 x new tokens", generate, ours_sample, "HF generate, 64 rows"),
-        ("one no-grad pass over 64 sequences", chunks_of_8(whole_logits), chunks_of_8(shared_logits), "8 rows a time"),
-        ("one minibatch step (16 rows)", step_with(whole_logits), step_with(shared_logits), "fwd+bwd+AdamW"),
+        ("one no-grad pass over 64 sequences", chunks_of_8(whole_logp), chunks_of_8(shared_logp), "8 rows a time"),
+        ("one minibatch step (16 rows)", step_with(whole_logp), step_with(shared_logp), "fwd+bwd+AdamW"),
     ]
     print(f"\n{args.threads} thread(s), prompts of {prompt_ids.shape[1]} tokens, {args.new_tokens} new tokens\n")
     print("| phase | plain (s) | ours, shared prompts (s) | plain / ours | plain is |")
