@@ -269,14 +269,23 @@ def whole_sequence_forward(model, ids, mask, response_ids, response_mask, value_
     return logp, value
 
 
+def unequal_responses(model, tokenizer, lengths, seed):
+    """``grouped_prompts`` (3 copies each) and responses sampled from ``model``, cut to ``lengths`` and right-padded:
+    prompt ids and mask ``(B, P)``, response ids and mask ``(B, max(lengths))``."""
+    ids, mask = grouped_prompts(tokenizer, group_size=3)
+    width = int(lengths.max())
+    uniforms = torch.rand(len(ids), width, generator=torch.Generator().manual_seed(seed))
+    sampled = sample_responses(model, ids, mask, uniforms, 0.7, -1, tokenizer.pad_token_id)
+    response_mask = (torch.arange(width) < lengths.unsqueeze(1)).long()
+    response_ids = torch.where(response_mask.bool(), sampled.response_ids, tokenizer.pad_token_id)
+    return ids, mask, response_ids, response_mask
+
+
 def test_shared_prompt_forwards_equal_a_forward_of_the_whole_sequences_in_values_and_gradients(tiny):
     model, tokenizer = tiny
     model = copy.deepcopy(model)
-    ids, mask = grouped_prompts(tokenizer, group_size=3)
-    uniforms = torch.rand(len(ids), 6, generator=torch.Generator().manual_seed(4))
-    sampled = sample_responses(model, ids, mask, uniforms, 0.7, -1, tokenizer.pad_token_id)
-    response_mask = (torch.arange(6) < torch.tensor([6, 1, 3, 4, 6, 2, 5, 6, 1, 3, 2, 6]).unsqueeze(1)).long()
-    response_ids = torch.where(response_mask.bool(), sampled.response_ids, tokenizer.pad_token_id)
+    lengths = torch.tensor([6, 1, 3, 4, 6, 2, 5, 6, 1, 3, 2, 6])
+    ids, mask, response_ids, response_mask = unequal_responses(model, tokenizer, lengths, seed=4)
     valid = response_mask.bool()
     shared_reference = ReferencePolicy(model).log_probs(ids, mask, response_ids, response_mask, 0.7)
 
@@ -312,11 +321,8 @@ def test_shared_prompt_forwards_equal_a_forward_of_the_whole_sequences_in_values
 def test_the_vocabulary_projection_runs_on_the_response_tokens_only_and_padding_comes_back_as_zeros(tiny):
     """Issue 26: the LM head and its softmax see the prefill's last positions and the masked-in response tokens."""
     model, tokenizer = tiny
-    ids, mask = grouped_prompts(tokenizer, group_size=3)
-    uniforms = torch.rand(len(ids), 6, generator=torch.Generator().manual_seed(6))
-    sampled = sample_responses(model, ids, mask, uniforms, 0.7, -1, tokenizer.pad_token_id)
-    response_mask = (torch.arange(6) < torch.tensor([6, 1, 3, 4, 6, 2, 5, 6, 1, 3, 2, 6]).unsqueeze(1)).long()
-    response_ids = torch.where(response_mask.bool(), sampled.response_ids, tokenizer.pad_token_id)
+    lengths = torch.tensor([6, 1, 3, 4, 6, 2, 5, 6, 1, 3, 2, 6])
+    ids, mask, response_ids, response_mask = unequal_responses(model, tokenizer, lengths, seed=6)
     projected_rows = []
     hook = model.get_output_embeddings().register_forward_hook(
         lambda module, inputs, output: projected_rows.append(inputs[0].reshape(-1, inputs[0].shape[-1]).shape[0])
@@ -347,12 +353,8 @@ def test_columns_of_padding_in_every_row_change_no_value_or_gradient_and_come_ba
     """Issue 26: forwards cover the filled columns only; a rollout padded to --max-new-tokens must train the same."""
     model, tokenizer = tiny
     model = copy.deepcopy(model)
-    ids, mask = grouped_prompts(tokenizer, group_size=3)
-    uniforms = torch.rand(len(ids), 4, generator=torch.Generator().manual_seed(5))
-    sampled = sample_responses(model, ids, mask, uniforms, 0.7, -1, tokenizer.pad_token_id)
     lengths = torch.tensor([4, 1, 3, 4, 2, 2, 4, 1, 3, 2, 4, 1])
-    response_mask = (torch.arange(4) < lengths.unsqueeze(1)).long()
-    response_ids = torch.where(response_mask.bool(), sampled.response_ids, tokenizer.pad_token_id)
+    ids, mask, response_ids, response_mask = unequal_responses(model, tokenizer, lengths, seed=5)
     policy = LMActorCritic(model, temperature=0.7)
     torch.nn.init.normal_(policy.value_head.weight, std=0.1)
     parameters = [p for p in policy.parameters() if p.requires_grad]

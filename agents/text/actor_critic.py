@@ -103,29 +103,29 @@ class LMActorCritic(nn.Module):
 
         The prompts and responses go through ``continue_prompts`` (each distinct prompt once, the responses through
         its cache, gradients flowing back through both); a separate critic LM reads the whole sequences."""
-        num_tokens = inputs["response_ids"].shape[1]
+        response_ids = inputs["response_ids"]
+        num_tokens = response_ids.shape[1]
         num_prompt = inputs["input_ids"].shape[1] - num_tokens
-        width = filled_columns(inputs["attention_mask"][:, num_prompt:])
-        input_ids = inputs["input_ids"][:, : num_prompt + width]
-        attention_mask = inputs["attention_mask"][:, : num_prompt + width]
-        response_ids = inputs["response_ids"][:, :width]
+        response_mask = inputs["attention_mask"][:, num_prompt:]
         continued = continue_prompts(
             self.lm,
-            input_ids[:, :num_prompt],
-            attention_mask[:, :num_prompt],
+            inputs["input_ids"][:, :num_prompt],
+            inputs["attention_mask"][:, :num_prompt],
             response_ids,
-            attention_mask[:, num_prompt:],
+            response_mask,
             self.temperature,
             hidden=self.value_head is not None and self.critic_lm is None,
         )
-        logp, entropy = padded_to(continued.logp, num_tokens), padded_to(continued.entropy, num_tokens)
+        logp, entropy = continued.logp, continued.entropy
         kl = kl_k3(logp, inputs["old_logp"])
         if self.value_head is None:
             return Evaluation(logp=logp, entropy=entropy, value=torch.zeros_like(logp), kl=kl)
         hidden = continued.hidden
         if self.critic_lm is not None:
+            end = num_prompt + filled_columns(response_mask)  # as continue_prompts: no all-padding columns
+            attention_mask = inputs["attention_mask"][:, :end]
             hidden = self.critic_lm(
-                input_ids=input_ids,
+                input_ids=inputs["input_ids"][:, :end],
                 attention_mask=attention_mask,
                 position_ids=position_ids_from_mask(attention_mask),
                 output_hidden_states=True,
@@ -200,7 +200,8 @@ class ContinuedPrompts(NamedTuple):
     entropy: torch.Tensor
     """``(B, T)`` the entropy of the same distributions (no gradient); 0 where the mask is 0."""
     hidden: torch.Tensor | None
-    """``(B, T, H)`` the last layer's hidden states at the same positions (the state s_t the value head reads)."""
+    """``(B, W, H)`` the last layer's hidden states at the first ``W = filled_columns`` of the same positions (the
+    state s_t the value head reads)."""
 
 
 def continue_prompts(
@@ -219,8 +220,10 @@ def continue_prompts(
 
     The vocabulary projection and its softmax run only where ``response_mask`` is 1 (the first position's, read off
     the prefill, for every row): Hugging Face's boolean ``logits_to_keep`` flattens the kept positions to
-    ``(N, V)``, and the results are scattered back with zeros elsewhere, so a padded position costs the layers only
-    (issue 26)."""
+    ``(N, V)``, and the results are scattered back with zeros elsewhere, so a padded position costs the layers only;
+    columns that are padding in every row (after ``filled_columns``) are not forwarded at all (issue 26)."""
+    num_tokens, width = response_ids.shape[1], filled_columns(response_mask)
+    response_ids, response_mask = response_ids[:, :width], response_mask[:, :width]
     prefilled = prefill_prompts(lm, prompt_ids, prompt_mask, hidden)
     first_logp, first_entropy = token_log_probs_and_entropy(prefilled.last_logits, response_ids[:, 0], temperature)
     first_kept = response_mask[:, :1].bool()
@@ -245,7 +248,7 @@ def continue_prompts(
         entropy = torch.cat([entropy, kept_entropy.new_zeros(kept.shape).index_put(where, kept_entropy)], dim=1)
         if hidden:
             states = torch.cat([states, output.hidden_states[-1]], dim=1)
-    return ContinuedPrompts(logp, entropy, states)
+    return ContinuedPrompts(padded_to(logp, num_tokens), padded_to(entropy, num_tokens), states)
 
 
 @torch.no_grad()
@@ -310,11 +313,8 @@ def response_log_probs(
     temperature: float,
 ) -> torch.Tensor:
     """log pi(response token t | prompt, tokens before t) ``(B, T)`` for left-padded prompts ``(B, P)`` and
-    right-padded responses ``(B, T)``, by ``continue_prompts`` over the ``filled_columns`` (0 after them)."""
-    num_tokens, width = response_ids.shape[1], filled_columns(response_mask)
-    response_ids, response_mask = response_ids[:, :width], response_mask[:, :width]
-    continued = continue_prompts(lm, prompt_ids, prompt_mask, response_ids, response_mask, temperature)
-    return padded_to(continued.logp, num_tokens)
+    right-padded responses ``(B, T)``, by ``continue_prompts`` (0 where the mask is 0)."""
+    return continue_prompts(lm, prompt_ids, prompt_mask, response_ids, response_mask, temperature).logp
 
 
 class ReferencePolicy:
