@@ -3,6 +3,7 @@ run folders: what it runs and what it reads, not what it finds."""
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 
@@ -42,14 +43,15 @@ def test_the_table_reads_success_gaps_and_per_turn_diagnostics(tmp_path):
     write_run(grid / "text-guess-number__clip-0.2__s2", [0.1, 0.2, 0.3], critic | {"turn_explained_variance_2": 0.2})
     write_run(grid / "text-guess-number__grpo-8__s1", [0.1, 0.2], {"turn_advantage_std_1": 1.0}, 0.75)
     write_run(grid / "text-guess-number__grpo-8__s2", [0.1], {})  # one evaluation: not read yet
-    args = argparse.Namespace(turns=[2, 4], runs_dir=tmp_path, walkers=WALKERS)
-    printed = "\n".join(horizon.table(args))
+    args = argparse.Namespace(turns=[2, 4], runs_dir=tmp_path, walkers=WALKERS, record=tmp_path / "cells.jsonl")
+    results = horizon.collect(args)
+    printed = "\n".join(horizon.table(args, results))
     critic_row = "| 2 | 1..3 | clip-0.2 | 1 2 | 0.100 -> 0.400 (0.500, 0.300) | 4,000 | 0.20 / 0.40 | 0.50 | 0.00 |"
     assert critic_row in printed
     assert "| 2 | 1..3 | grpo-8 | 1 | 0.100 -> 0.200 (0.200) | 2,000 | - | 1.00 | 0.75 |" in printed
     assert "| 2 | | **critic - group** | | **+0.200** |" in printed
     assert "| 4 | 1..15 | clip-0.2 | - | not run |" in printed and "| 4 | | **critic - group** | | - |" in printed
-    horizon.plot(args, tmp_path / "horizon.png")
+    horizon.plot(args, results, tmp_path / "horizon.png")
     assert (tmp_path / "horizon.png").stat().st_size > 10_000
     assert horizon.walker_ratios(WALKERS)["Hopper-v5"] == pytest.approx(824.356 / 2564.313, rel=1e-5)  # the docs' table
 
@@ -69,3 +71,23 @@ def test_the_run_stage_prints_one_compare_grid_per_turn_limit(tmp_path):
     with pytest.raises(subprocess.CalledProcessError):
         subprocess.run([sys.executable, "-m", "benchmarks.experiments.horizon", "--turns", "0", "--dry-run"],
                        capture_output=True, check=True)  # fmt: skip
+
+
+def test_the_record_outlives_the_run_folders_and_takes_only_runs_that_came_further(tmp_path):
+    runs, record = tmp_path / "runs", tmp_path / "cells.jsonl"
+    args = argparse.Namespace(turns=[2], runs_dir=runs, walkers=WALKERS, record=record)
+    cell = runs / horizon.grid_name(2) / "text-guess-number__clip-0.2__s1"
+    write_run(cell, [0.1, 0.3, 0.5], {"turn_explained_variance_2": 0.4})
+    first = horizon.collect(args)
+    assert [(c.turns, c.objective, c.seed, c.end, c.tokens) for c in first] == [(2, "clip-0.2", 1, 0.5, 4000)]
+    assert first[0].explained_variance == {2: 0.4} and first[0].source.startswith("unknown machine, 20")
+    shutil.rmtree(runs)  # a new machine: the run folders are gone, the committed record is not
+    assert horizon.collect(args) == first
+    write_run(cell, [0.1, 0.2], {})  # a rerun that has come less far does not replace the record
+    assert horizon.collect(args) == first
+    shutil.rmtree(runs)
+    write_run(cell, [0.1, 0.2, 0.3, 0.7], {})  # one that came further does
+    assert [(c.end, c.tokens) for c in horizon.collect(args)] == [(0.7, 6000)]
+    assert [c.end for c in horizon.read_record(record).values()] == [0.7]
+    horizon.collect(argparse.Namespace(turns=[4], runs_dir=runs, walkers=WALKERS, record=record))
+    assert list(horizon.read_record(record)) == [(2, "clip-0.2", 1)]  # other turn limits keep their cells

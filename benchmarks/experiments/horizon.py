@@ -8,7 +8,10 @@ The figure puts the gap beside the walker result (PPO-Clip against GRPO on Inver
 that grid's ``final_scores.csv``).
 
 ``ppo compare`` skips finished cells and resumes interrupted ones (``--checkpoint-every 1``), so the experiment
-spreads over sittings: run it again and it continues. ``--dry-run`` prints the commands and runs nothing.
+spreads over sittings: run it again and it continues. Each cell's result is also kept in a committed record
+(``docs/reports/horizon/cells.jsonl``, one JSON object per cell): run folders live on one machine, the record
+outlives them, and the table and figure read the record with any newer run folder's result laid over it.
+``--dry-run`` prints the commands and runs nothing.
 
     python -m benchmarks.experiments.horizon --turns 1 2 4 8 --seeds 1 2            # run (hours on 2 cores)
     python -m benchmarks.experiments.horizon --stage table --plot docs/reports/horizon/horizon.png
@@ -18,14 +21,17 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import math
 import re
 import subprocess
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from datetime import date
 from pathlib import Path
 
 import numpy as np
 
+from agents.runs.machine import read_machines
 from benchmarks.harness import ROOT, machine_header, ppo_command, read_metrics
 
 CELL = re.compile(r"^text-guess-number__(?P<objective>.+)__s(?P<seed>\d+)$")
@@ -57,8 +63,10 @@ def compare_command(args: argparse.Namespace, turns: int) -> list[str]:
 
 @dataclass(frozen=True)
 class CellResult:
-    """One finished or partial run of a horizon grid, as the table reads it."""
+    """One finished or partial run of a horizon grid, as the table reads it and the record keeps it."""
 
+    turns: int
+    """The grid's turn limit."""
     objective: str
     """The objective's label (``clip-0.2``, ``grpo-8``)."""
     seed: int
@@ -74,9 +82,16 @@ class CellResult:
     iterations that logged it (empty without a critic)."""
     advantage_std: dict[int, float]
     """Turn k -> the spread of that turn's advantages, the mean over the run's iterations."""
-    zero_variance_groups: float
+    zero_variance_groups: float | None
     """The mean over iterations of the share of groups whose episodes all scored the same (no signal; 0 for a
-    critic)."""
+    critic); None where it was not kept."""
+    source: str
+    """Where and when it ran: the processor and the date of its last metrics, or a note for a cell recorded by
+    hand from the docs' tables after its run folder was lost."""
+
+    @property
+    def key(self) -> tuple[int, str, int]:
+        return self.turns, self.objective, self.seed
 
 
 def per_turn_means(records: list[dict], prefix: str) -> dict[int, float]:
@@ -89,7 +104,7 @@ def per_turn_means(records: list[dict], prefix: str) -> dict[int, float]:
     return {k: float(np.mean(v)) for k, v in sorted(values.items())}
 
 
-def read_cell(run_dir: Path) -> CellResult | None:
+def read_cell(run_dir: Path, turns: int) -> CellResult | None:
     """A cell's result from its metrics, or None before its second evaluation."""
     match = CELL.match(run_dir.name)
     if match is None or not (run_dir / "metrics.jsonl").is_file():
@@ -99,7 +114,10 @@ def read_cell(run_dir: Path) -> CellResult | None:
     if len(evaluated) < 2:
         return None
     trained = [r for r in records if r["iteration"] > 0]
+    machines = read_machines(run_dir)
+    when = date.fromtimestamp((run_dir / "metrics.jsonl").stat().st_mtime).isoformat()
     return CellResult(
+        turns=turns,
         objective=match["objective"],
         seed=int(match["seed"]),
         start=evaluated[0]["eval_success"],
@@ -108,13 +126,43 @@ def read_cell(run_dir: Path) -> CellResult | None:
         explained_variance=per_turn_means(trained, "turn_explained_variance_"),
         advantage_std=per_turn_means(trained, "turn_advantage_std_"),
         zero_variance_groups=float(np.mean([r.get("zero_variance_groups", 0.0) for r in trained])),
+        source=f"{machines[-1].processor if machines else 'unknown machine'}, {when}",
     )
 
 
 def grid_results(args: argparse.Namespace, turns: int) -> list[CellResult]:
     grid = args.runs_dir / grid_name(turns)
-    cells = [read_cell(path) for path in sorted(grid.iterdir())] if grid.is_dir() else []
+    cells = [read_cell(path, turns) for path in sorted(grid.iterdir())] if grid.is_dir() else []
     return [cell for cell in cells if cell is not None]
+
+
+def read_record(path: Path) -> dict[tuple[int, str, int], CellResult]:
+    """The recorded cells by (turns, objective, seed); {} where there is no record yet."""
+    if not path.is_file():
+        return {}
+    cells = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        entry = json.loads(line)
+        for field in ("explained_variance", "advantage_std"):  # JSON keys are strings; turns are ints
+            entry[field] = {int(k): v for k, v in entry[field].items()}
+        cell = CellResult(**entry)
+        cells[cell.key] = cell
+    return cells
+
+
+def collect(args: argparse.Namespace, write: bool = True) -> list[CellResult]:
+    """The recorded cells with each run folder here laid over its record (where it has come at least as far), the
+    record rewritten with them unless ``write`` is false; sorted by turns, objective and seed."""
+    cells = read_record(args.record)
+    for turns in args.turns:
+        for cell in grid_results(args, turns):
+            if cell.key not in cells or cell.tokens >= cells[cell.key].tokens:
+                cells[cell.key] = cell
+    ordered = [cells[key] for key in sorted(cells)]
+    if write:
+        args.record.parent.mkdir(parents=True, exist_ok=True)
+        args.record.write_text("".join(json.dumps(asdict(cell)) + "\n" for cell in ordered), encoding="utf-8")
+    return ordered
 
 
 def per_turn_text(per_seed: list[dict[int, float]]) -> str:
@@ -128,31 +176,33 @@ def mean_end(cells: list[CellResult], objective: str) -> float | None:
     return float(np.mean(ends)) if ends else None
 
 
-def table(args: argparse.Namespace) -> list[str]:
+def table(args: argparse.Namespace, results: list[CellResult]) -> list[str]:
     """The markdown table, one row per horizon and objective, and a gap row per horizon."""
     lines = [
         "| turns | range | objective | seeds | held-out success, start -> end (per seed) | tokens | critic's explained "
-        "variance per turn | advantage std per turn | share of zero-variance groups |",
-        "|---:|---:|---|---|---|---:|---|---|---:|",
+        "variance per turn | advantage std per turn | share of zero-variance groups | ran on |",
+        "|---:|---:|---|---|---|---:|---|---|---:|---|",
     ]
     for turns in args.turns:
-        cells = grid_results(args, turns)
+        cells = [cell for cell in results if cell.turns == turns]
         for objective in (CRITIC, GROUP):
             mine = sorted((c for c in cells if c.objective == objective), key=lambda c: c.seed)
             if not mine:
-                lines.append(f"| {turns} | 1..{range_for(turns)} | {objective} | - | not run | | | | |")
+                lines.append(f"| {turns} | 1..{range_for(turns)} | {objective} | - | not run | | | | | |")
                 continue
             ends = ", ".join(f"{c.end:.3f}" for c in mine)
-            wasted = np.mean([c.zero_variance_groups for c in mine])
+            kept = [c.zero_variance_groups for c in mine if c.zero_variance_groups is not None]
+            wasted = f"{np.mean(kept):.2f}" if kept else "-"
+            sources = "; ".join(sorted({c.source for c in mine}))
             lines.append(
                 f"| {turns} | 1..{range_for(turns)} | {objective} | {' '.join(str(c.seed) for c in mine)} | "
                 f"{np.mean([c.start for c in mine]):.3f} -> {np.mean([c.end for c in mine]):.3f} ({ends}) | "
                 f"{min(c.tokens for c in mine):,} | {per_turn_text([c.explained_variance for c in mine])} | "
-                f"{per_turn_text([c.advantage_std for c in mine])} | {wasted:.2f} |"
+                f"{per_turn_text([c.advantage_std for c in mine])} | {wasted} | {sources} |"
             )
         critic, group = mean_end(cells, CRITIC), mean_end(cells, GROUP)
         gap = "-" if critic is None or group is None else f"**{critic - group:+.3f}**"
-        lines.append(f"| {turns} | | **critic - group** | | {gap} | | | | |")
+        lines.append(f"| {turns} | | **critic - group** | | {gap} | | | | | |")
     return lines
 
 
@@ -170,7 +220,7 @@ def walker_ratios(path: Path) -> dict[str, float]:
     }
 
 
-def plot(args: argparse.Namespace, out: Path) -> None:
+def plot(args: argparse.Namespace, results: list[CellResult], out: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -180,7 +230,7 @@ def plot(args: argparse.Namespace, out: Path) -> None:
     for objective, marker, color in ((CRITIC, "o", "C0"), (GROUP, "s", "C1")):
         xs, means = [], []
         for turns in args.turns:
-            ends = [c.end for c in grid_results(args, turns) if c.objective == objective]
+            ends = [c.end for c in results if c.turns == turns and c.objective == objective]
             if ends:
                 text_axis.scatter([turns] * len(ends), ends, marker=marker, alpha=0.4, color=color)
                 xs.append(turns)
@@ -216,6 +266,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch threads per run")
     parser.add_argument("--jobs", type=int, default=1, help="cells run side by side (ppo compare --jobs)")
     parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "horizon")
+    record = ROOT / "docs" / "reports" / "horizon" / "cells.jsonl"
+    parser.add_argument("--record", type=Path, default=record, help="the committed record of every cell's result")
     walkers = ROOT / "docs" / "reports" / "after-ppo-walkers" / "final_scores.csv"
     parser.add_argument("--walkers", type=Path, default=walkers, help="the walker grid's final_scores.csv")
     parser.add_argument("--plot", type=Path, default=None, help="write the figure here")
@@ -230,9 +282,10 @@ def main() -> None:
             print("$ ppo", " ".join(command[len(ppo_command()) :]), flush=True)
             if not args.dry_run:
                 subprocess.run(command, check=True, cwd=ROOT)
-    print("\n".join(table(args)))
+    results = collect(args, write=not args.dry_run)
+    print("\n".join(table(args, results)))
     if args.plot is not None:
-        plot(args, args.plot)
+        plot(args, results, args.plot)
 
 
 if __name__ == "__main__":
