@@ -23,7 +23,8 @@ def test_each_turn_limit_gets_a_range_bisection_solves_in_that_many_guesses():
 
 def write_run(folder, evaluations, per_turn, zero_variance_groups=0.0):
     """A run's metrics.jsonl: held-out success ``evaluations`` at iterations 0, 2, ... (1,000 tokens each); every
-    trained iteration logs ``per_turn`` (metric name -> value) and ``zero_variance_groups``."""
+    trained iteration logs ``per_turn`` (metric name -> value), ``zero_variance_groups``, 10 s of sampling, 30 s of
+    update and a peak of 3 GB."""
     folder.mkdir(parents=True)
     records = []
     for iteration in range(2 * len(evaluations) - 1):
@@ -31,7 +32,7 @@ def write_run(folder, evaluations, per_turn, zero_variance_groups=0.0):
         if iteration % 2 == 0:
             record["eval_success"] = evaluations[iteration // 2]
         if iteration > 0:
-            record |= per_turn
+            record |= per_turn | {"rollout_seconds": 10.0, "update_seconds": 30.0, "update_peak_gb": 3.0}
         records.append(record)
     (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
 
@@ -46,9 +47,13 @@ def test_the_table_reads_success_gaps_and_per_turn_diagnostics(tmp_path):
     args = argparse.Namespace(turns=[2, 4], runs_dir=tmp_path, walkers=WALKERS, record=tmp_path / "cells.jsonl")
     results = horizon.collect(args)
     printed = "\n".join(horizon.table(args, results))
-    critic_row = "| 2 | 1..3 | clip-0.2 | 1 2 | 0.100 -> 0.400 (0.500, 0.300) | 4,000 | 0.20 / 0.40 | 0.50 | 0.00 |"
+    # each seed: 3 timed iterations (the first trained one is warm-up) of 40 s over 3,000 tokens
+    critic_row = (
+        "| 2 | 1..3 | clip-0.2 | 1 2 | 0.100 -> 0.400 (0.500, 0.300) | 4,000 | 0.20 / 0.40 | 0.50 | 0.00 "
+        "| 40 s, 3.0 GB | unknown machine, 20"
+    )
     assert critic_row in printed
-    assert "| 2 | 1..3 | grpo-8 | 1 | 0.100 -> 0.200 (0.200) | 2,000 | - | 1.00 | 0.75 |" in printed
+    assert "| 2 | 1..3 | grpo-8 | 1 | 0.100 -> 0.200 (0.200) | 2,000 | - | 1.00 | 0.75 | 40 s, 3.0 GB |" in printed
     assert "| 2 | | **critic - group** | | **+0.200** |" in printed
     assert "| 4 | 1..15 | clip-0.2 | - | not run |" in printed and "| 4 | | **critic - group** | | - |" in printed
     horizon.plot(args, results, tmp_path / "horizon.png")

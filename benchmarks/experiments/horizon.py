@@ -85,7 +85,12 @@ class CellResult:
     zero_variance_groups: float | None
     """The mean over iterations of the share of groups whose episodes all scored the same (no signal; 0 for a
     critic); None where it was not kept."""
-    source: str
+    seconds_per_1000_tokens: float | None = None
+    """Sampling and update seconds per 1,000 generated tokens over the iterations after the first (evaluations
+    left out); comparable across cells run alike (the same threads, the same neighbours); None where not kept."""
+    peak_gb: float | None = None
+    """The largest resident memory of its sampling and update phases, in GiB; None where not kept."""
+    source: str = ""
     """Where and when it ran: the processor and the date of its last metrics, or a note for a cell recorded by
     hand from the docs' tables after its run folder was lost."""
 
@@ -114,6 +119,10 @@ def read_cell(run_dir: Path, turns: int) -> CellResult | None:
     if len(evaluated) < 2:
         return None
     trained = [r for r in records if r["iteration"] > 0]
+    timed = trained[1:]  # the first trained iteration carries the warm-up
+    seconds = sum(r.get("rollout_seconds", 0.0) + r.get("update_seconds", 0.0) for r in timed)
+    tokens = trained[-1]["global_step"] - trained[0]["global_step"] if timed else 0
+    peaks = [r[name] for r in trained for name in ("rollout_peak_gb", "update_peak_gb") if name in r]
     machines = read_machines(run_dir)
     when = date.fromtimestamp((run_dir / "metrics.jsonl").stat().st_mtime).isoformat()
     return CellResult(
@@ -126,6 +135,8 @@ def read_cell(run_dir: Path, turns: int) -> CellResult | None:
         explained_variance=per_turn_means(trained, "turn_explained_variance_"),
         advantage_std=per_turn_means(trained, "turn_advantage_std_"),
         zero_variance_groups=float(np.mean([r.get("zero_variance_groups", 0.0) for r in trained])),
+        seconds_per_1000_tokens=1000 * seconds / tokens if seconds and tokens else None,
+        peak_gb=max(peaks) if peaks else None,
         source=f"{machines[-1].processor if machines else 'unknown machine'}, {when}",
     )
 
@@ -180,29 +191,32 @@ def table(args: argparse.Namespace, results: list[CellResult]) -> list[str]:
     """The markdown table, one row per horizon and objective, and a gap row per horizon."""
     lines = [
         "| turns | range | objective | seeds | held-out success, start -> end (per seed) | tokens | critic's explained "
-        "variance per turn | advantage std per turn | share of zero-variance groups | ran on |",
-        "|---:|---:|---|---|---|---:|---|---|---:|---|",
+        "variance per turn | advantage std per turn | share of zero-variance groups | s per 1,000 tokens, peak "
+        "memory | ran on |",
+        "|---:|---:|---|---|---|---:|---|---|---:|---|---|",
     ]
     for turns in args.turns:
         cells = [cell for cell in results if cell.turns == turns]
         for objective in (CRITIC, GROUP):
             mine = sorted((c for c in cells if c.objective == objective), key=lambda c: c.seed)
             if not mine:
-                lines.append(f"| {turns} | 1..{range_for(turns)} | {objective} | - | not run | | | | | |")
+                lines.append(f"| {turns} | 1..{range_for(turns)} | {objective} | - | not run | | | | | | |")
                 continue
             ends = ", ".join(f"{c.end:.3f}" for c in mine)
             kept = [c.zero_variance_groups for c in mine if c.zero_variance_groups is not None]
             wasted = f"{np.mean(kept):.2f}" if kept else "-"
             sources = "; ".join(sorted({c.source for c in mine}))
+            costs = [(c.seconds_per_1000_tokens, c.peak_gb) for c in mine if c.seconds_per_1000_tokens and c.peak_gb]
+            cost = f"{np.mean([s for s, _ in costs]):.0f} s, {max(g for _, g in costs):.1f} GB" if costs else "-"
             lines.append(
                 f"| {turns} | 1..{range_for(turns)} | {objective} | {' '.join(str(c.seed) for c in mine)} | "
                 f"{np.mean([c.start for c in mine]):.3f} -> {np.mean([c.end for c in mine]):.3f} ({ends}) | "
                 f"{min(c.tokens for c in mine):,} | {per_turn_text([c.explained_variance for c in mine])} | "
-                f"{per_turn_text([c.advantage_std for c in mine])} | {wasted} | {sources} |"
+                f"{per_turn_text([c.advantage_std for c in mine])} | {wasted} | {cost} | {sources} |"
             )
         critic, group = mean_end(cells, CRITIC), mean_end(cells, GROUP)
         gap = "-" if critic is None or group is None else f"**{critic - group:+.3f}**"
-        lines.append(f"| {turns} | | **critic - group** | | {gap} | | | | | |")
+        lines.append(f"| {turns} | | **critic - group** | | {gap} | | | | | | |")
     return lines
 
 
