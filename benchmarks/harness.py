@@ -87,8 +87,10 @@ class IterationTimes:
 
 
 def iteration_times(records: list[dict]) -> IterationTimes:
-    """The times of the iterations after the first of a run's metrics."""
-    timed = records[1:]
+    """The times of the trained iterations after the first of a run's metrics (a record without an update, such
+    as the evaluation before training at iteration 0, is not an iteration to time)."""
+    trained = [r for r in records if "update_seconds" in r]
+    timed = trained[1:]
     if not timed:
         raise RunError("a run of one iteration has nothing timed (the first is warm-up); give it 2 or more")
     return IterationTimes(
@@ -96,7 +98,7 @@ def iteration_times(records: list[dict]) -> IterationTimes:
         rollout_seconds=sum(r["rollout_seconds"] for r in timed) / len(timed),
         update_seconds=sum(r["update_seconds"] for r in timed) / len(timed),
         seconds=sum(r["rollout_seconds"] + r["update_seconds"] for r in timed),
-        steps=records[-1]["global_step"] - records[0]["global_step"],
+        steps=trained[-1]["global_step"] - trained[0]["global_step"],
     )
 
 

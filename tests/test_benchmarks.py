@@ -96,6 +96,8 @@ def test_iteration_times_leave_the_first_iteration_out():
         512,
     )
     assert (times.seconds_per_iteration, times.steps_per_second) == (4.0, 64.0)
+    evaluated_first = [{"iteration": 0, "global_step": 0, "eval_success": 0.1}, *records]
+    assert harness.iteration_times(evaluated_first) == times  # an evaluation-only record is not an iteration
     with pytest.raises(harness.RunError, match="nothing timed"):
         harness.iteration_times(records[:1])
 

@@ -30,7 +30,7 @@ from agents.walkers.config import MujocoEnvConfig, TrainConfig
 from agents.walkers.train import train
 from envs.text.tasks import ArithmeticTaskConfig
 from tests.conftest import run_ppo
-from tests.test_report import mujoco_records, read_csv, write_run
+from tests.test_report import mujoco_records, read_csv, text_config, text_records, write_run
 
 TINY_MUJOCO = dict(total_steps=256, num_steps=128, minibatch_size=32, epochs=1, compile=False)
 
@@ -206,6 +206,18 @@ def test_switching_off_value_clip_obs_norm_or_reward_scaling_reaches_the_cells_a
             )
         )
         write_run(tmp_path / "runs" / name, run_config, mujoco_records(100.0))
+        assert load_run(tmp_path / "runs" / name).objective == label
+
+
+def test_text_runs_that_assign_multi_turn_credit_differently_get_their_own_label(tmp_path):
+    for name, changes, label in [
+        ("token", {}, "clip-0.2"),
+        ("bi-level", {"multi_turn_gae": "bi-level", "critic_warmup": 2}, "clip-0.2 (bi-level GAE, critic warm-up 2)"),
+        ("turn-gamma", {"turn_gamma": 0.9}, "clip-0.2 (turn gamma 0.9)"),
+    ]:
+        run_config = text_config(Clip(), seed=1)
+        run_config["text"].update(changes)
+        write_run(tmp_path / "runs" / name, run_config, text_records([0.1, 0.2]))
         assert load_run(tmp_path / "runs" / name).objective == label
 
 

@@ -60,12 +60,20 @@ def environment_name(config: Mapping) -> str:
 
 
 def run_variant(config: Mapping) -> str:
-    """`` (no value clip, no obs norm, no reward scaling)``: the default details a MuJoCo run switched off, or ``""``.
+    """`` (no value clip, no obs norm, no reward scaling)``: the default details a MuJoCo run switched off, or
+    ``""``; on text, the critic's multi-turn credit options that differ from the default
+    (`` (bi-level GAE, turn gamma 0.9, critic warm-up 2)``).
 
     Runs that differ in them must not be averaged together in a report (Table 1 studies them: results.md).
     """
     if config.get("kind", "mujoco") == "text":
-        return ""
+        text = config["text"]
+        changed = [
+            *(("bi-level GAE",) if text.get("multi_turn_gae", "token") == "bi-level" else ()),
+            *((f"turn gamma {text['turn_gamma']:g}",) if text.get("turn_gamma", 1.0) != 1.0 else ()),
+            *((f"critic warm-up {text['critic_warmup']}",) if text.get("critic_warmup", 0) else ()),
+        ]
+        return f" ({', '.join(changed)})" if changed else ""
     off = [
         *(("no value clip",) if config["ppo"].get("value_clip", 0.2) is None else ()),
         *(("no obs norm",) if not config["env"].get("normalize_observations", True) else ()),

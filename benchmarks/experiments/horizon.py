@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from agents.runs.machine import read_machines
-from benchmarks.harness import ROOT, machine_header, ppo_command, read_metrics
+from benchmarks.harness import ROOT, RunError, iteration_times, machine_header, ppo_command, read_metrics
 
 CELL = re.compile(r"^text-guess-number__(?P<objective>.+)__s(?P<seed>\d+)$")
 """A text cell's folder in a guess-the-number grid: ``text-guess-number__<objective label>__s<seed>``."""
@@ -119,9 +119,10 @@ def read_cell(run_dir: Path, turns: int) -> CellResult | None:
     if len(evaluated) < 2:
         return None
     trained = [r for r in records if r["iteration"] > 0]
-    timed = trained[1:]  # the first trained iteration carries the warm-up
-    seconds = sum(r.get("rollout_seconds", 0.0) + r.get("update_seconds", 0.0) for r in timed)
-    tokens = trained[-1]["global_step"] - trained[0]["global_step"] if timed else 0
+    try:
+        times = iteration_times(records)
+    except RunError:  # one trained iteration: the warm-up, nothing timed
+        times = None
     peaks = [r[name] for r in trained for name in ("rollout_peak_gb", "update_peak_gb") if name in r]
     machines = read_machines(run_dir)
     when = date.fromtimestamp((run_dir / "metrics.jsonl").stat().st_mtime).isoformat()
@@ -135,7 +136,7 @@ def read_cell(run_dir: Path, turns: int) -> CellResult | None:
         explained_variance=per_turn_means(trained, "turn_explained_variance_"),
         advantage_std=per_turn_means(trained, "turn_advantage_std_"),
         zero_variance_groups=float(np.mean([r.get("zero_variance_groups", 0.0) for r in trained])),
-        seconds_per_1000_tokens=1000 * seconds / tokens if seconds and tokens else None,
+        seconds_per_1000_tokens=1000 / times.steps_per_second if times and times.steps else None,
         peak_gb=max(peaks) if peaks else None,
         source=f"{machines[-1].processor if machines else 'unknown machine'}, {when}",
     )
