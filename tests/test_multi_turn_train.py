@@ -216,6 +216,30 @@ def test_a_gradient_step_does_not_depend_on_the_environment_tokens(tiny, objecti
     assert any(not torch.equal(clean[name], moved[name]) for name in clean), "the check above could not fail"
 
 
+def test_the_game_replies_are_attended_to_but_never_scored(tiny):
+    model, tokenizer = tiny
+    samples = dialogue_completions(sampled_dialogues(tiny), tokenizer)
+    policy = LMActorCritic(model, temperature=0.7, critic=True)
+    with torch.no_grad():
+        policy.value_head.weight.normal_(0, 0.1)
+    settings = TextBatchSettings(
+        max_new_tokens=6, max_prompt_tokens=64, temperature=0.7, forward_batch=4, gamma=1.0, gae_lambda=0.95,
+        eos_penalty=None, whiten_advantages=True, advantage_estimator="gae", group_size=1, reference_kl="loss",
+    )  # fmt: skip
+    batch = build_text_batch(policy, ReferencePolicy(model), tokenizer, samples, settings, 0.05).batch
+    replies = (samples.response_mask.bool() & ~samples.turns.policy_mask.bool()).nonzero(as_tuple=True)
+    own = samples.turns.policy_mask.bool().nonzero(as_tuple=True)
+    with torch.no_grad():
+        scored = policy(batch.inputs)
+        everywhere = policy({key: value for key, value in batch.inputs.items() if key != "scored_mask"})
+    assert everywhere.logp[replies].ne(0).all(), "scored everywhere, the replies have log-probs (could fail)"
+    assert not scored.logp[replies].any() and not scored.entropy[replies].any()
+    torch.testing.assert_close(scored.logp[own], everywhere.logp[own], atol=1e-6, rtol=0)
+    torch.testing.assert_close(scored.entropy[own], everywhere.entropy[own], atol=1e-6, rtol=0)
+    assert torch.equal(scored.value, everywhere.value)  # the critic reads every position's state
+    torch.testing.assert_close(batch.old_logp[own], everywhere.logp[own], atol=1e-6, rtol=0)
+
+
 def game_config(tmp_path, name, game_file, objective=Clip(), total_steps=160, **text):
     return TextTrainConfig(
         text=TextEnvConfig(

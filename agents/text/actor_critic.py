@@ -99,7 +99,9 @@ class LMActorCritic(nn.Module):
 
     def forward(self, inputs: dict[str, torch.Tensor]) -> Evaluation:
         """Evaluate whole sequences: ``inputs`` holds ``input_ids``, ``attention_mask`` ``(B, P + T)`` and
-        ``response_ids``, ``old_logp`` ``(B, T)``; every output is ``(B, T)``. ``kl`` is the k3 estimate.
+        ``response_ids``, ``old_logp`` ``(B, T)``, and for dialogues ``scored_mask`` ``(B, T)`` (the policy's own
+        tokens: log-probs and entropies are computed there only, 0 at the game's replies, which are context);
+        every output is ``(B, T)``. ``kl`` is the k3 estimate.
 
         The prompts and responses go through ``continue_prompts`` (each distinct prompt once, the responses through
         its cache, gradients flowing back through both); a separate critic LM reads the whole sequences."""
@@ -115,6 +117,7 @@ class LMActorCritic(nn.Module):
             response_mask,
             self.temperature,
             hidden=self.value_head is not None and self.critic_lm is None,
+            scored_mask=inputs.get("scored_mask"),
         )
         logp, entropy = continued.logp, continued.entropy
         kl = kl_k3(logp, inputs["old_logp"])
@@ -212,27 +215,31 @@ def continue_prompts(
     response_mask: torch.Tensor,
     temperature: float,
     hidden: bool = False,
+    scored_mask: torch.Tensor | None = None,
 ) -> ContinuedPrompts:
     """The log-probs and entropies of right-padded responses ``(B, T)`` after left-padded prompts ``(B, P)`` (and
     the hidden states that predict them): the distinct prompts prefilled once (``prefill_prompts``), then every
     response but its last token in one forward through their cache. Equal to a forward of the whole sequences up to
     rounding, at the cost of ``distinct prompts x P + B x T`` tokens instead of ``B x (P + T)``; differentiable.
 
-    The vocabulary projection and its softmax run only where ``response_mask`` is 1 (the first position's, read off
-    the prefill, for every row): Hugging Face's boolean ``logits_to_keep`` flattens the kept positions to
-    ``(N, V)``, and the results are scattered back with zeros elsewhere, so a padded position costs the layers only;
-    columns that are padding in every row (after ``filled_columns``) are not forwarded at all (issue 26)."""
+    The vocabulary projection and its softmax run only where ``scored_mask`` is 1 (default: ``response_mask``; a
+    dialogue's policy tokens, so not at the game's replies, which are attended to but never scored; the first
+    position's, read off the prefill, for every row): Hugging Face's boolean ``logits_to_keep`` flattens the kept
+    positions to ``(N, V)``, and the results are scattered back with zeros elsewhere, so a padded position (or a
+    reply) costs the layers only; columns that are padding in every row (after ``filled_columns``) are not forwarded
+    at all (issue 26)."""
     num_tokens, width = response_ids.shape[1], filled_columns(response_mask)
     response_ids, response_mask = response_ids[:, :width], response_mask[:, :width]
+    scored_mask = response_mask if scored_mask is None else scored_mask[:, :width]
     prefilled = prefill_prompts(lm, prompt_ids, prompt_mask, hidden)
     first_logp, first_entropy = token_log_probs_and_entropy(prefilled.last_logits, response_ids[:, 0], temperature)
-    first_kept = response_mask[:, :1].bool()
+    first_kept = scored_mask[:, :1].bool()
     logp = torch.where(first_kept, first_logp.unsqueeze(1), 0.0)
     entropy = torch.where(first_kept, first_entropy.unsqueeze(1), 0.0)
     states = prefilled.last_hidden.unsqueeze(1) if hidden else None
     if response_ids.shape[1] > 1:
         mask = torch.cat([prompt_mask, response_mask], dim=1)[:, :-1]
-        kept = response_mask[:, 1:].bool()  # the forward's position t predicts response token t + 1
+        kept = scored_mask[:, 1:].bool()  # the forward's position t predicts response token t + 1
         output = lm(
             input_ids=response_ids[:, :-1],
             attention_mask=mask,
@@ -311,10 +318,13 @@ def response_log_probs(
     response_ids: torch.Tensor,
     response_mask: torch.Tensor,
     temperature: float,
+    scored_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """log pi(response token t | prompt, tokens before t) ``(B, T)`` for left-padded prompts ``(B, P)`` and
-    right-padded responses ``(B, T)``, by ``continue_prompts`` (0 where the mask is 0)."""
-    return continue_prompts(lm, prompt_ids, prompt_mask, response_ids, response_mask, temperature).logp
+    right-padded responses ``(B, T)``, by ``continue_prompts`` (0 where ``scored_mask``, default the mask, is 0)."""
+    return continue_prompts(
+        lm, prompt_ids, prompt_mask, response_ids, response_mask, temperature, scored_mask=scored_mask
+    ).logp
 
 
 class ReferencePolicy:
@@ -344,10 +354,13 @@ class ReferencePolicy:
         response_ids: torch.Tensor,
         response_mask: torch.Tensor,
         temperature: float,
+        scored_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """log pi_ref of each response token ``(B, T)``, by ``response_log_probs``."""
         with self.adapters_off():
-            return response_log_probs(self.lm, prompt_ids, prompt_mask, response_ids, response_mask, temperature)
+            return response_log_probs(
+                self.lm, prompt_ids, prompt_mask, response_ids, response_mask, temperature, scored_mask
+            )
 
 
 def save_policy_directory(policy: LMActorCritic, tokenizer, directory: Path) -> None:

@@ -420,6 +420,8 @@ def build_text_batch(
     }
     turns = samples.turns
     mask = response_mask.float() if turns is None else turns.policy_mask  # a dialogue's replies carry no loss
+    if turns is not None:  # nor log-probs: the replies are context, scored nowhere
+        inputs["scored_mask"] = turns.policy_mask
     policy.eval()
     old_logp, values, ref_logp = [], [], []
     for i in range(0, size, settings.forward_batch):
@@ -432,7 +434,7 @@ def build_text_batch(
             ref_logp.append(
                 reference.log_probs(
                     prompt_ids[chunk], prompt_mask[chunk], response_ids[chunk], response_mask[chunk],
-                    settings.temperature,
+                    settings.temperature, part.get("scored_mask"),
                 )
             )  # fmt: skip
     old_logp, values = torch.cat(old_logp) * mask, torch.cat(values) * mask
