@@ -189,6 +189,26 @@ def test_mastermind_answers_guesses_and_rewards_the_cracked_code():
     assert again.code == code
 
 
+def test_mastermind_peg_reward_pays_each_digit_in_its_place_beyond_the_best_earlier_guess():
+    game = Mastermind(MastermindConfig(positions=3, colours=4, peg_reward=0.2))
+    game.reset(11)
+    code = game.code
+    one_in_place = " ".join(map(str, (code[0], 1 + code[1] % 4, 1 + code[2] % 4)))
+    two_in_place = " ".join(map(str, (code[0], code[1], 1 + code[2] % 4)))
+    none_in_place = " ".join(str(1 + c % 4) for c in code)
+    rewards = [game.step(turn).reward for turn in ["no guess here", one_in_place, one_in_place, two_in_place]]
+    rewards += [game.step(turn).reward for turn in [none_in_place, one_in_place]]
+    assert rewards == pytest.approx([0.0, 0.2, 0.0, 0.2, 0.0, 0.0])  # a repeat or a worse guess earns nothing
+    game.reset(11)
+    assert game.step(two_in_place).reward == pytest.approx(0.4), "a new episode starts from no digit in place"
+    assert game.step(" ".join(map(str, code))) == GameStep(
+        f"{' '.join(map(str, code))}: all right, you cracked the code!", 1.0, True
+    )
+    for bad in (-0.1, 0.5, float("nan")):  # 0.5 x 2 digits in place would score as much as cracking
+        with pytest.raises(GameError, match=r"^mastermind needs a peg_reward from 0 to below 1 / \(positions - 1\)"):
+            MastermindConfig(positions=3, peg_reward=bad)
+
+
 def test_calculator_computes_calls_and_scores_the_answer_turn():
     game = Calculator(CalculatorConfig())
     opening = game.reset(5)
@@ -453,7 +473,9 @@ def test_game_files_and_names_fail_in_one_line(tmp_path):
         with pytest.raises(GameError, match=f"^{re.escape(message)}") as raised:
             make_game(spec)
         assert "\n" not in str(raised.value), spec
-    with pytest.raises(GameError, match="^the mastermind game has no option 'pegs'; its options: positions, colours$"):
+    with pytest.raises(
+        GameError, match="^the mastermind game has no option 'pegs'; its options: positions, colours, peg_reward$"
+    ):
         make_game("mastermind", {"pegs": 4})
     with pytest.raises(GameError, match=f"^{re.escape(f'game file {missing} does not exist')}"):
         gym.make("ppo/MultiTurn-v0", game=f"{tmp_path}/missing.py:Game", model="tiny")
