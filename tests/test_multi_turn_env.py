@@ -234,6 +234,26 @@ def test_calculator_computes_calls_and_scores_the_answer_turn():
     assert game.step(f"answer: {a * b + 1}") == GameStep(f"Wrong: the answer is {a * b}.", 0.0, True)
 
 
+def test_calculator_last_number_answers_read_a_turn_without_tags_as_its_last_whole_number():
+    game = Calculator(CalculatorConfig(operation="+", digits=1, answer_format="last-number"))
+    game.reset(3)
+    a, b = game.numbers
+    syntax = "Write calc: EXPRESSION to use the calculator, or answer: NUMBER to answer."
+    assert game.step("Let me think.") == GameStep(syntax, 0.0, False), "a turn with no number still gets the syntax"
+    assert game.step(f"calc: {a} + {b} and then 7") == GameStep(f"{a} + {b} = {a + b}", 0.0, False), "calls win"
+    assert game.step(f"{a} + {b} = {a + b}.") == GameStep("Correct.", 1.0, True)
+    game.reset(3)
+    assert game.step(f"It is {a + b}, or answer: {a + b + 1}") == GameStep(f"Wrong: the answer is {a + b}.", 0.0, True)
+    big = Calculator(CalculatorConfig(digits=3, answer_format="last-number"))
+    big.reset(5)
+    assert big.step(f"So {big.answer:,}!") == GameStep("Correct.", 1.0, True), "thousands commas are one number"
+    big.reset(5)
+    assert big.step("1, 2, 3") == GameStep(f"Wrong: the answer is {big.answer}.", 0.0, True), "a list is not 123"
+    assert Calculator(CalculatorConfig(digits=1)).step("7") == GameStep(syntax, 0.0, False), "tagged: no bare answers"
+    with pytest.raises(GameError, match=r"^calculator answer_format 'bare' is not one of tagged, last-number$"):
+        CalculatorConfig(answer_format="bare")
+
+
 def test_calculator_sums_and_limits_expressions():
     game = Calculator(CalculatorConfig(operation="+", terms=5, digits=2))
     opening = game.reset(0)

@@ -9,7 +9,8 @@ Turn syntax (case-insensitive, anywhere in the turn):
   character that is not a digit, a space, ``+ - * / ^`` or a parenthesis (so ``calc: 12*34, please`` computes
   ``12*34``); it may use whole numbers, ``+``, ``-``, ``*`` and parentheses (``/`` and ``^`` are refused with a reason).
   The reply is ``EXPRESSION = VALUE``, or says why it cannot be computed. Reward 0; the game goes on.
-- a turn with neither is answered with this syntax and scores 0.
+- a turn with neither is answered with this syntax and scores 0, unless ``answer_format`` is ``"last-number"``: then
+  such a turn answers with its last whole number (as guess-number reads a guess), if it has one.
 The last ``answer:`` (or ``calc:``) of a turn is the one that counts.
 """
 
@@ -22,12 +23,15 @@ import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from envs.text.games.base import GameError, GameStep
 
 ANSWER = re.compile(r"answer\s*:\s*(-?\d[\d,]*)", re.IGNORECASE)
 CALL = re.compile(r"calc\s*:[ \t]*([-+*/^()\d \t]*)", re.IGNORECASE)
+WHOLE_NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?!\d)|-?\d+")
+"""A whole number, with commas only as thousands separators (``56,088``; ``4, 8, 12`` is three numbers)."""
+AnswerFormat = Literal["tagged", "last-number"]
 MAX_EXPRESSION_CHARS = 80
 """Longest expression the calculator evaluates: keeps products of products to numbers Python prints at once."""
 BINARY_OPERATORS: dict[type, Callable[[int, int], int]] = {
@@ -56,12 +60,17 @@ class CalculatorConfig:
     """Numbers in the question."""
     digits: int = 3
     """Digits of each number (each is drawn uniformly from the numbers with exactly this many)."""
+    answer_format: AnswerFormat = "tagged"
+    """How a turn answers: 'tagged' only with ``answer: N``; 'last-number' also with the last whole number of a turn
+    that has no ``calc:`` (SmolLM2-135M writes ``4 + 8 = 12`` but almost never the tags: no tagged success)."""
 
     def __post_init__(self) -> None:
         if self.operation not in QUESTION_OPERATORS:
             raise GameError(f"calculator operation {self.operation!r} is not one of {', '.join(QUESTION_OPERATORS)}")
         if self.terms < 2 or self.digits < 1:
             raise GameError(f"calculator needs terms >= 2 and digits >= 1, got {self.terms} and {self.digits}")
+        if self.answer_format not in ("tagged", "last-number"):
+            raise GameError(f"calculator answer_format {self.answer_format!r} is not one of tagged, last-number")
 
 
 def evaluate(expression: str) -> int:
@@ -111,11 +120,13 @@ class Calculator:
 
     def step(self, turn_text: str) -> GameStep:
         answers = ANSWER.findall(turn_text)
+        calls = CALL.findall(turn_text)
+        if not answers and not calls and self.config.answer_format == "last-number":
+            answers = WHOLE_NUMBER.findall(turn_text)
         if answers:
             if int(answers[-1].replace(",", "")) == self.answer:
                 return GameStep("Correct.", 1.0, True)
             return GameStep(f"Wrong: the answer is {self.answer}.", 0.0, True)
-        calls = CALL.findall(turn_text)
         if not calls:
             return GameStep("Write calc: EXPRESSION to use the calculator, or answer: NUMBER to answer.", 0.0, False)
         expression = calls[-1].strip()
