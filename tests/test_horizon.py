@@ -92,7 +92,23 @@ def test_the_record_outlives_the_run_folders_and_takes_only_runs_that_came_furth
     assert horizon.collect(args) == first
     shutil.rmtree(runs)
     write_run(cell, [0.1, 0.2, 0.3, 0.7], {})  # one that came further does
+    (cell / "machine.json").write_text(json.dumps([{
+        "processor": "AMD EPYC", "logical_cpus": 2, "torch_cpu_capability": "AVX2", "native_bf16": False,
+        "gpu": None, "versions": {},
+    }]))  # fmt: skip
     assert [(c.end, c.tokens) for c in horizon.collect(args)] == [(0.7, 6000)]
+    assert horizon.read_record(record)[2, "clip-0.2", 1].source.startswith("AMD EPYC (AVX2), 20")
     assert [c.end for c in horizon.read_record(record).values()] == [0.7]
     horizon.collect(argparse.Namespace(turns=[4], runs_dir=runs, walkers=WALKERS, record=record))
     assert list(horizon.read_record(record)) == [(2, "clip-0.2", 1)]  # other turn limits keep their cells
+
+
+def test_costs_from_machines_of_different_speed_are_shown_per_seed_not_averaged():
+    def cell(seed, seconds, peak, source):
+        return horizon.CellResult(8, "grpo-8", seed, 0.0, 0.0, 8000, {}, {}, 1.0, seconds, peak, source)
+
+    same = [cell(1, 240.0, 5.9, "AMD EPYC (AVX2), 2026-12-04"), cell(2, 250.0, 5.0, "AMD EPYC (AVX2), 2026-12-05")]
+    assert horizon.cost_text(same) == "245 s, 5.9 GB"
+    mixed = [same[0], cell(2, 170.0, 5.0, "AMD EPYC (AVX512), 2026-12-05")]
+    assert horizon.cost_text(mixed) == "240 / 170 s, 5.9 / 5.0 GB"
+    assert horizon.cost_text([cell(1, None, None, "machine F")]) == "-"

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.runs.machine import read_machines
+from agents.runs.machine import MachineRecord, read_machines
 from benchmarks.harness import ROOT, RunError, iteration_times, machine_header, ppo_command, read_metrics
 
 CELL = re.compile(r"^text-guess-number__(?P<objective>.+)__s(?P<seed>\d+)$")
@@ -109,6 +109,12 @@ def per_turn_means(records: list[dict], prefix: str) -> dict[int, float]:
     return {k: float(np.mean(v)) for k, v in sorted(values.items())}
 
 
+def describe(machine: MachineRecord) -> str:
+    """The processor and its SIMD level: two machines with one model name (AMD EPYC with and without AVX-512)
+    differ by up to 1.5x in seconds per token, so the level is what tells their costs apart."""
+    return f"{machine.processor} ({machine.torch_cpu_capability})"
+
+
 def read_cell(run_dir: Path, turns: int) -> CellResult | None:
     """A cell's result from its metrics, or None before its second evaluation."""
     match = CELL.match(run_dir.name)
@@ -138,7 +144,7 @@ def read_cell(run_dir: Path, turns: int) -> CellResult | None:
         zero_variance_groups=float(np.mean([r.get("zero_variance_groups", 0.0) for r in trained])),
         seconds_per_1000_tokens=1000 / times.steps_per_second if times and times.steps else None,
         peak_gb=max(peaks) if peaks else None,
-        source=f"{machines[-1].processor if machines else 'unknown machine'}, {when}",
+        source=f"{describe(machines[-1]) if machines else 'unknown machine'}, {when}",
     )
 
 
@@ -188,6 +194,19 @@ def mean_end(cells: list[CellResult], objective: str) -> float | None:
     return float(np.mean(ends)) if ends else None
 
 
+def cost_text(cells: list[CellResult]) -> str:
+    """Seconds per 1,000 tokens and peak memory of the cells that kept them: their mean and maximum where they ran
+    on one kind of machine, each seed's own (in seed order) where they did not, since a mean across machines of
+    different speed describes neither."""
+    costed = [c for c in cells if c.seconds_per_1000_tokens and c.peak_gb]
+    if not costed:
+        return "-"
+    if len({c.source.rsplit(", ", 1)[0] for c in costed}) > 1:
+        seconds = " / ".join(f"{c.seconds_per_1000_tokens:.0f}" for c in costed)
+        return f"{seconds} s, {' / '.join(f'{c.peak_gb:.1f}' for c in costed)} GB"
+    return f"{np.mean([c.seconds_per_1000_tokens for c in costed]):.0f} s, {max(c.peak_gb for c in costed):.1f} GB"
+
+
 def table(args: argparse.Namespace, results: list[CellResult]) -> list[str]:
     """The markdown table, one row per horizon and objective, and a gap row per horizon."""
     lines = [
@@ -207,8 +226,7 @@ def table(args: argparse.Namespace, results: list[CellResult]) -> list[str]:
             kept = [c.zero_variance_groups for c in mine if c.zero_variance_groups is not None]
             wasted = f"{np.mean(kept):.2f}" if kept else "-"
             sources = "; ".join(sorted({c.source for c in mine}))
-            costs = [(c.seconds_per_1000_tokens, c.peak_gb) for c in mine if c.seconds_per_1000_tokens and c.peak_gb]
-            cost = f"{np.mean([s for s, _ in costs]):.0f} s, {max(g for _, g in costs):.1f} GB" if costs else "-"
+            cost = cost_text(mine)
             lines.append(
                 f"| {turns} | 1..{range_for(turns)} | {objective} | {' '.join(str(c.seed) for c in mine)} | "
                 f"{np.mean([c.start for c in mine]):.3f} -> {np.mean([c.end for c in mine]):.3f} ({ends}) | "
