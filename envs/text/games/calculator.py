@@ -23,7 +23,7 @@ import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, get_args
 
 from envs.text.games.base import GameError, GameStep
 
@@ -69,8 +69,9 @@ class CalculatorConfig:
             raise GameError(f"calculator operation {self.operation!r} is not one of {', '.join(QUESTION_OPERATORS)}")
         if self.terms < 2 or self.digits < 1:
             raise GameError(f"calculator needs terms >= 2 and digits >= 1, got {self.terms} and {self.digits}")
-        if self.answer_format not in ("tagged", "last-number"):
-            raise GameError(f"calculator answer_format {self.answer_format!r} is not one of tagged, last-number")
+        if self.answer_format not in get_args(AnswerFormat):
+            formats = ", ".join(get_args(AnswerFormat))
+            raise GameError(f"calculator answer_format {self.answer_format!r} is not one of {formats}")
 
 
 def evaluate(expression: str) -> int:
