@@ -5,6 +5,7 @@ with known numbers, sample completions, the held-out table, the random-policy ba
 import csv
 import json
 import re
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -442,3 +443,16 @@ def test_runs_of_different_environments_are_refused_in_one_curve(synthetic_runs)
         "group them by environment"
     )
     assert isinstance(error.value, ReportError) and isinstance(error.value, ValueError)
+
+
+def test_a_text_report_whose_runs_log_no_reference_kl_draws_every_panel_without_a_warning(tmp_path):
+    records = [{k: v for k, v in r.items() if k != "ref_kl"} for r in text_records([0.1, 0.2, 0.3])]
+    for seed in (1, 2):  # SAPO, DAPO and Dr. GRPO run no reference model, so they log no ref_kl
+        write_run(tmp_path / "runs" / f"s{seed}", text_config(GRPO(), seed), records)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="No artists with labels")  # matplotlib's, for an empty legend
+        write_report(find_runs([tmp_path / "runs"]), tmp_path / "report", random_returns={})
+    assert png_shape(tmp_path / "report" / "text_text-sentiment.png")[:2] == (
+        round(PANEL_FIGSIZE[1] * FIGURE_DPI),
+        round(3 * PANEL_FIGSIZE[0] * FIGURE_DPI),
+    )

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib import colormaps
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -80,7 +81,17 @@ def draw_learning_curves(axes, env: str, env_groups: Mapping[str, Sequence[Run]]
         else "episode_return, last 100 (mean ± std)"
     )
     axes.grid(alpha=0.3)
-    axes.legend(fontsize="small")
+    add_legend(axes)
+
+
+def add_legend(panel: Axes) -> None:
+    """The panel's legend; a panel none of the runs drew on (``ref_kl`` where no run has a reference model, say)
+    says so in its middle instead, where matplotlib would warn that there is nothing to put in a legend."""
+    if panel.get_legend_handles_labels()[1]:
+        panel.legend(fontsize="small")
+    else:
+        panel.text(0.5, 0.5, "not logged by these runs", ha="center", va="center", transform=panel.transAxes,
+                   color="grey")  # fmt: skip
 
 
 def save_figure(figure: Figure, path: Path) -> str:
@@ -131,7 +142,7 @@ def diagnostics_figure(
         panel.set_title(f"{env}: {title}", fontsize="medium")
         panel.set_xlabel("generated tokens" if kind == "text" else "environment steps")
         panel.grid(alpha=0.3)
-        panel.legend(fontsize="small")
+        add_legend(panel)
     return save_figure(figure, out / f"diagnostics_{file_slug(env)}.png")
 
 
@@ -209,7 +220,7 @@ def text_figure(env: str, env_groups: Mapping[str, Sequence[Run]], colors: Mappi
         turns_panel.set(title=f"{env}: turns per episode", xlabel="generated tokens", ylabel="task_turns")
     for panel in axes:
         panel.grid(alpha=0.3)
-        panel.legend(fontsize="small")
+        add_legend(panel)
     return save_figure(figure, out / f"text_{file_slug(env)}.png")
 
 
