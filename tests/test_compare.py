@@ -404,3 +404,22 @@ def test_train_options_reach_every_cell_before_its_task_and_objective_and_compar
         run_grid(replace(walker, train_options=("seed=3",)))
     with pytest.raises(GridError, match=r"--train-options takes NAME=VALUE \(e.g. nproc=2\), got 'nproc'"):
         cell_config(walker_cell, replace(walker, train_options=("nproc",)), grid_dir)
+
+
+def test_objective_options_reach_every_cells_objective_and_may_not_rename_its_preset(tmp_path):
+    grid_dir = tmp_path / "runs" / "grid"
+    text = tiny_grid(
+        tmp_path, envs=("text:arithmetic",), objectives=("dapo",), model="tiny", objective_options=("overlong_cache=0",)
+    )
+    text_cell = expand_grid(text)[0]
+    assert cell_config(text_cell, text, grid_dir).objective.overlong_cache == 0
+    assert cell_config(text_cell, replace(text, objective_options=()), grid_dir).objective.overlong_cache > 0
+    command = plan_cell(text_cell, text, grid_dir).command
+    assert command.index("dapo") < command.index("--overlong-cache") and command[-1] == "0"
+    walker = tiny_grid(tmp_path, objective_options=("clip_coef_high=0.28",))
+    walker_cell = expand_grid(walker)[0]
+    assert cell_config(walker_cell, walker, grid_dir).objective.clip_coef_high == 0.28
+    with pytest.raises(GridError, match="sets group_size, the value preset dapo-8 is named by"):
+        run_grid(replace(text, objective_options=("group_size=4",)))
+    with pytest.raises(GridError, match=r"--objective-options takes NAME=VALUE \(e.g. overlong_cache=0\)"):
+        cell_config(text_cell, replace(text, objective_options=("overlong_cache",)), grid_dir)

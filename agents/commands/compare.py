@@ -15,7 +15,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
@@ -243,6 +243,10 @@ class CompareConfig:
     """Any other option of ppo train (MuJoCo cells) or ppo train text (text cells) as NAME=VALUE (nproc=2,
     minibatch_size=16, preset=tuned), given to every cell as --NAME VALUE before its task and objective; a bool as
     NAME=True or NAME=False (anneal_lr=True is --anneal-lr)."""
+    objective_options: tuple[str, ...] = ()
+    """Options of every cell's objective as NAME=VALUE (overlong_cache=0 for DAPO), given after its subcommand as
+    --NAME VALUE, so every objective of the grid must have them; not the value a preset is named by (group_size of
+    grpo-8): a cell's folder name must say its setting. Name the grid after the change (--name dapo-no-cache)."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Device of every cell (auto = cuda when available)."""
     torch_threads: int | None = None
@@ -329,6 +333,19 @@ def name_value_flags(options: Sequence[str], given_as: str, example: str) -> lis
     return flags
 
 
+def check_objective_options(options: Sequence[str], presets: Iterable[Preset]) -> None:
+    """A ``GridError`` for an --objective-options entry that sets the value a preset is named by (its label
+    field, as ``group_size`` for ``grpo-8``): the cell's folder and the report would name another setting."""
+    for option in options:
+        name = option.partition("=")[0].replace("-", "_")
+        for named in presets:
+            if name == named.objective.label_field:
+                raise GridError(
+                    f"--objective-options {option!r} sets {name}, the value preset {named.name} is named by; "
+                    f"run that setting with ppo train directly, or choose a preset with that value ({known_presets()})"
+                )
+
+
 def train_args(cell: Cell, config: CompareConfig, grid_dir: Path) -> list[str]:
     """The arguments after ``ppo train`` (MuJoCo) or ``ppo train text`` (text) that start ``cell`` from scratch."""
     shared = [
@@ -362,6 +379,7 @@ def train_args(cell: Cell, config: CompareConfig, grid_dir: Path) -> list[str]:
             cell.env[len(TEXT_PREFIX) :],
             *name_value_flags(config.task_options, "--task-options", "operand_max=9"),
             *cell.preset.objective_args,
+            *name_value_flags(config.objective_options, "--objective-options", "overlong_cache=0"),
         ]
     options = {
         "--total-steps": config.total_steps,
@@ -385,6 +403,7 @@ def train_args(cell: Cell, config: CompareConfig, grid_dir: Path) -> list[str]:
         *switched_off,
         *name_value_flags(config.train_options, "--train-options", "nproc=2"),
         *cell.preset.objective_args,
+        *name_value_flags(config.objective_options, "--objective-options", "overlong_cache=0"),
     ]
 
 
@@ -498,6 +517,7 @@ def run_grid(config: CompareConfig, runner: Runner | None = None) -> GridResult:
         if option.partition("=")[0].replace("-", "_") in SET_BY_COMPARE:
             raise GridError(f"--train-options {option!r}: ppo compare sets that itself; use its own option instead")
     cells = expand_grid(config)
+    check_objective_options(config.objective_options, [cell.preset for cell in cells])
     for env in dict.fromkeys(cell.env for cell in cells):
         check_environment(env)
     grid_dir = config.runs_dir / config.name
