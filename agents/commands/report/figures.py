@@ -135,9 +135,9 @@ def diagnostics_figure(
     for panel, (key, title, groups) in zip(axes, panels):
         for objective, runs in groups.items():
             plot_curve(panel, mean_curve(runs, key), objective, colors[objective])
-        if key in ("beta", "kl_after_update") and all(
-            np.all(run_series(r, key)[1] > 0) for runs in groups.values() for r in runs
-        ):
+        values = np.concatenate([run_series(r, key)[1] for runs in groups.values() for r in runs])
+        # a log axis needs positive values, and more than one (a constant series gives it singular limits)
+        if key in ("beta", "kl_after_update") and values.size and np.all(values > 0) and np.ptp(values) > 0:
             panel.set_yscale("log")
         panel.set_title(f"{env}: {title}", fontsize="medium")
         panel.set_xlabel("generated tokens" if kind == "text" else "environment steps")
