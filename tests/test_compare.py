@@ -22,7 +22,7 @@ from agents.commands.compare import (
     run_grid,
 )
 from agents.core.config import ConfigError, PPOConfig
-from agents.core.objectives import Clip, FixedKL, NoClip, Penalty, objective_label
+from agents.core.objectives import DAPO, GRPO, RLOO, Clip, FixedKL, NoClip, Penalty, objective_label
 from agents.runs.config import config_to_dict
 from agents.runs.reader import load_run, objective_of
 from agents.text.config import TEXT_PPO_DEFAULTS, TextTrainConfig
@@ -216,6 +216,29 @@ def test_text_runs_that_assign_multi_turn_credit_differently_get_their_own_label
         ("turn-gamma", {"turn_gamma": 0.9}, "clip-0.2 (turn gamma 0.9)"),
     ]:
         run_config = text_config(Clip(), seed=1)
+        run_config["text"].update(changes)
+        write_run(tmp_path / "runs" / name, run_config, text_records([0.1, 0.2]))
+        assert load_run(tmp_path / "runs" / name).objective == label
+
+
+def test_text_runs_with_another_reference_kl_or_objective_setting_than_the_recipe_get_their_own_label(tmp_path):
+    for name, objective, changes, label in [
+        ("grpo", GRPO(), {}, "grpo-8"),
+        ("grpo-loss-given", GRPO(), {"ref_kl_in": "loss", "ref_kl_coef": 0.04}, "grpo-8"),
+        ("grpo-no-kl", GRPO(), {"ref_kl_coef": 0.0}, "grpo-8 (no reference KL)"),
+        ("grpo-k2", GRPO(), {"ref_kl_estimator": "k2"}, "grpo-8 (k2 reference KL 0.04 in the loss)"),
+        ("rloo-none", RLOO(), {"ref_kl_in": "none"}, "rloo-8 (no reference KL)"),
+        ("dapo-none-given", DAPO(), {"ref_kl_in": "none"}, "dapo-8"),
+        ("dapo-kl", DAPO(), {"ref_kl_in": "loss"}, "dapo-8 (reference KL 0.04 in the loss)"),
+        ("dapo-no-cache", replace(DAPO(), overlong_cache=0), {}, "dapo-8 (overlong cache 0)"),
+        (
+            "clip-high",
+            Clip(clip_coef_high=0.28),
+            {"ref_kl_coef": 0.1},
+            "clip-0.2 (reference KL 0.1 in the reward, clip coef high 0.28)",
+        ),
+    ]:
+        run_config = text_config(objective, seed=1)
         run_config["text"].update(changes)
         write_run(tmp_path / "runs" / name, run_config, text_records([0.1, 0.2]))
         assert load_run(tmp_path / "runs" / name).objective == label

@@ -51,6 +51,8 @@ step-level one over the turns that reached the same state (multi-turn games only
 ReferenceKL = Literal["reward", "loss", "none"]
 """Where the KL to a reference model goes (text): a per-token penalty in the reward (PPO-RLHF), the k3 estimate in
 the loss with coefficient beta (GRPO), or nowhere (Dr. GRPO, DAPO)."""
+REFERENCE_KL_COEF: dict[ReferenceKL, float] = {"reward": 0.2, "loss": 0.04, "none": 0.0}
+"""beta_ref by placement when --ref-kl-coef is not given: Ziegler et al. 2019 (reward), DeepSeekMath (loss)."""
 
 
 class SamplingPlan(NamedTuple):

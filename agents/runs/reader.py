@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
-from agents.core.objectives import OBJECTIVES, Objective, objective_from_dict, objective_label
+from agents.core.objectives import (
+    OBJECTIVES,
+    REFERENCE_KL_COEF,
+    Objective,
+    objective_from_dict,
+    objective_label,
+)
 from agents.runs.config import CONFIG_FILE, read_config
 from agents.runs.logger import METRICS_FILE, read_jsonl
 from agents.runs.machine import MachineRecord, read_machines
@@ -62,24 +68,64 @@ def environment_name(config: Mapping) -> str:
 def run_variant(config: Mapping) -> str:
     """`` (no value clip, no obs norm, no reward scaling)``: the default details a MuJoCo run switched off, or
     ``""``; on text, the critic's multi-turn credit options that differ from the default
-    (`` (bi-level GAE, turn gamma 0.9, critic warm-up 2)``).
+    (`` (bi-level GAE, turn gamma 0.9, critic warm-up 2)``) and a reference KL other than the objective's recipe
+    (`` (no reference KL)``); in both worlds, the objective's settings other than its defaults and its label's
+    (`` (overlong cache 0)``).
 
     Runs that differ in them must not be averaged together in a report (Table 1 studies them: results.md).
     """
+    objective = objective_of(config)
     if config.get("kind", "mujoco") == "text":
         text = config["text"]
         changed = [
             *(("bi-level GAE",) if text.get("multi_turn_gae", "token") == "bi-level" else ()),
             *((f"turn gamma {text['turn_gamma']:g}",) if text.get("turn_gamma", 1.0) != 1.0 else ()),
             *((f"critic warm-up {text['critic_warmup']}",) if text.get("critic_warmup", 0) else ()),
+            *reference_kl_change(text, objective),
         ]
-        return f" ({', '.join(changed)})" if changed else ""
-    off = [
-        *(("no value clip",) if config["ppo"].get("value_clip", 0.2) is None else ()),
-        *(("no obs norm",) if not config["env"].get("normalize_observations", True) else ()),
-        *(("no reward scaling",) if not config["env"].get("scale_rewards", True) else ()),
+    else:
+        changed = [
+            *(("no value clip",) if config["ppo"].get("value_clip", 0.2) is None else ()),
+            *(("no obs norm",) if not config["env"].get("normalize_observations", True) else ()),
+            *(("no reward scaling",) if not config["env"].get("scale_rewards", True) else ()),
+        ]
+    changed += objective_changes(objective)
+    return f" ({', '.join(changed)})" if changed else ""
+
+
+def reference_kl_change(text: Mapping, objective: Objective) -> tuple[str, ...]:
+    """``("no reference KL",)`` or ``("k2 reference KL 0.04 in the loss",)`` when a text run's KL to the reference
+    (placement, coefficient, estimator) is not its objective's recipe; ``()`` when it is."""
+    recipe = objective.recipe_reference_kl
+    placement = text.get("ref_kl_in") or recipe
+    given = text.get("ref_kl_coef")
+    coef = 0.0 if placement == "none" else (given if given is not None else REFERENCE_KL_COEF[placement])
+    estimator = text.get("ref_kl_estimator", "k3")
+    if (placement, coef, estimator) == (recipe, REFERENCE_KL_COEF[recipe], "k3"):
+        return ()
+    if coef == 0:
+        return ("no reference KL",) if REFERENCE_KL_COEF[recipe] else ()
+    prefix = f"{estimator} " if estimator != "k3" else ""
+    return (f"{prefix}reference KL {coef:g} in the {placement}",)
+
+
+def objective_changes(objective: Objective) -> list[str]:
+    """``["overlong cache 0"]``: the objective's settings that differ from its defaults, the label's one aside."""
+    default = type(objective)()
+    return [
+        f"{field.name.replace('_', ' ')} {setting_text(getattr(objective, field.name))}"
+        for field in fields(objective)
+        if field.name != objective.label_field and getattr(objective, field.name) != getattr(default, field.name)
     ]
-    return f" ({', '.join(off)})" if off else ""
+
+
+def setting_text(value: object) -> str:
+    """A setting as a label shows it: ``0.28``, ``on``/``off`` for a bool, ``none`` for None."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value is None:
+        return "none"
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def budget_step(config: Mapping) -> int:

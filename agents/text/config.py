@@ -12,7 +12,7 @@ from typing import ClassVar, Literal
 from agents.core.config import ConfigError, PPOConfig, check_batch, check_positive_ints, validate_ppo
 from agents.core.distributed import world_size
 from agents.core.kl import ReferenceKLEstimator
-from agents.core.objectives import Clip, ReferenceKL, uses_critic
+from agents.core.objectives import REFERENCE_KL_COEF, Clip, ReferenceKL, uses_critic
 from agents.core.sampler_correction import SamplerCorrection, SamplerCorrectionLevel
 from agents.runs.config import ObjectiveSubcommand, RunConfig, named_union, validate_run
 from envs.text.games import GAME_TASK_CONFIGS, is_game_config
@@ -148,10 +148,6 @@ class TextTrainConfig:
     """PPO hyperparameters (text defaults: gamma 1, 4 epochs, vf coef 0.1, value clip 0.2, Adam eps 1e-8)."""
     run: RunConfig = RunConfig(compile=False, torch_threads=0)
     """Run bookkeeping (text: eager, every core)."""
-
-
-REFERENCE_KL_COEF = {"reward": 0.2, "loss": 0.04, "none": 0.0}
-"""beta_ref by placement when --ref-kl-coef is not given: Ziegler et al. 2019 (reward), DeepSeekMath (loss)."""
 
 
 def reference_kl_placement(config: TextTrainConfig) -> ReferenceKL:
