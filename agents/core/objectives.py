@@ -55,6 +55,14 @@ REFERENCE_KL_COEF: dict[ReferenceKL, float] = {"reward": 0.2, "loss": 0.04, "non
 """beta_ref by placement when --ref-kl-coef is not given: Ziegler et al. 2019 (reward), DeepSeekMath (loss)."""
 
 
+def reference_kl_coef_at(placement: ReferenceKL, given: float | None) -> float:
+    """beta_ref where the KL goes: 0 where it goes nowhere, else ``given`` (--ref-kl-coef) or the placement's
+    default (``REFERENCE_KL_COEF``)."""
+    if placement == "none":
+        return 0.0
+    return given if given is not None else REFERENCE_KL_COEF[placement]
+
+
 class SamplingPlan(NamedTuple):
     """What an objective asks of the rollout beyond its advantage estimator; the loops read only this."""
 

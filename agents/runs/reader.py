@@ -12,6 +12,7 @@ from agents.core.objectives import (
     Objective,
     objective_from_dict,
     objective_label,
+    reference_kl_coef_at,
 )
 from agents.runs.config import CONFIG_FILE, read_config
 from agents.runs.logger import METRICS_FILE, read_jsonl
@@ -65,7 +66,7 @@ def environment_name(config: Mapping) -> str:
     return config["env"]["env_id"]
 
 
-def run_variant(config: Mapping) -> str:
+def run_variant(config: Mapping, objective: Objective) -> str:
     """`` (no value clip, no obs norm, no reward scaling)``: the default details a MuJoCo run switched off, or
     ``""``; on text, the critic's multi-turn credit options that differ from the default
     (`` (bi-level GAE, turn gamma 0.9, critic warm-up 2)``) and a reference KL other than the objective's recipe
@@ -74,7 +75,6 @@ def run_variant(config: Mapping) -> str:
 
     Runs that differ in them must not be averaged together in a report (Table 1 studies them: results.md).
     """
-    objective = objective_of(config)
     if config.get("kind", "mujoco") == "text":
         text = config["text"]
         changed = [
@@ -98,8 +98,7 @@ def reference_kl_change(text: Mapping, objective: Objective) -> tuple[str, ...]:
     (placement, coefficient, estimator) is not its objective's recipe; ``()`` when it is."""
     recipe = objective.recipe_reference_kl
     placement = text.get("ref_kl_in") or recipe
-    given = text.get("ref_kl_coef")
-    coef = 0.0 if placement == "none" else (given if given is not None else REFERENCE_KL_COEF[placement])
+    coef = reference_kl_coef_at(placement, text.get("ref_kl_coef"))
     estimator = text.get("ref_kl_estimator", "k3")
     if (placement, coef, estimator) == (recipe, REFERENCE_KL_COEF[recipe], "k3"):
         return ()
@@ -147,7 +146,7 @@ def load_run(path: Path) -> Run:
             path=Path(path),
             kind=config.get("kind", "mujoco"),
             env=environment_name(config),
-            objective=objective_label(objective) + run_variant(config),
+            objective=objective_label(objective) + run_variant(config, objective),
             objective_order=(
                 list(OBJECTIVES).index(objective.name),
                 getattr(objective, objective.label_field or "", 0.0),

@@ -12,7 +12,7 @@ from typing import ClassVar, Literal
 from agents.core.config import ConfigError, PPOConfig, check_batch, check_positive_ints, validate_ppo
 from agents.core.distributed import world_size
 from agents.core.kl import ReferenceKLEstimator
-from agents.core.objectives import REFERENCE_KL_COEF, Clip, ReferenceKL, uses_critic
+from agents.core.objectives import Clip, ReferenceKL, reference_kl_coef_at, uses_critic
 from agents.core.sampler_correction import SamplerCorrection, SamplerCorrectionLevel
 from agents.runs.config import ObjectiveSubcommand, RunConfig, named_union, validate_run
 from envs.text.games import GAME_TASK_CONFIGS, is_game_config
@@ -157,10 +157,7 @@ def reference_kl_placement(config: TextTrainConfig) -> ReferenceKL:
 
 def reference_kl_coef(config: TextTrainConfig) -> float:
     """``--ref-kl-coef``, or its placement's default (0 where the KL goes nowhere)."""
-    placement = reference_kl_placement(config)
-    if placement == "none":
-        return 0.0
-    return config.text.ref_kl_coef if config.text.ref_kl_coef is not None else REFERENCE_KL_COEF[placement]
+    return reference_kl_coef_at(reference_kl_placement(config), config.text.ref_kl_coef)
 
 
 def reference_in_use(config: TextTrainConfig) -> bool:
