@@ -171,6 +171,19 @@ def test_bad_networks_and_settings_fail_in_one_line():
         with_settings(config, (Setting("ppo.gama", 0.9, "a typo"),))
 
 
+def write_sweep_scores(runs_dir, candidate, seeds, per_seed, finished=True):
+    """A grid's report/final_scores.csv as ``ppo compare`` writes it, for one Swimmer candidate of the sweep."""
+    from benchmarks.experiments import tuned_sweep
+
+    folder = runs_dir / tuned_sweep.grid_name("Swimmer-v5", candidate, seeds) / "report"
+    folder.mkdir(parents=True)
+    done, seed_list, returns = (" ".join(map(str, values)) for values in ([str(finished)] * 3, seeds, per_seed))
+    (folder / "final_scores.csv").write_text(
+        "env,kind,objective,measure,seeds,final_steps,finished,mean,std,per_seed,random_return,normalized_score\n"
+        f"Swimmer-v5,mujoco,clip-0.2 (no value clip),return,{seed_list},1 1 1,{done},0,0,{returns},,\n"
+    )
+
+
 def test_the_sweep_prints_its_grids_and_chooses_on_seeds_1_to_3_only(tmp_path):
     import subprocess
     import sys
@@ -179,7 +192,7 @@ def test_the_sweep_prints_its_grids_and_chooses_on_seeds_1_to_3_only(tmp_path):
 
     dry = subprocess.run(
         [sys.executable, "-m", "benchmarks.experiments.tuned_sweep", "--tasks", "Swimmer-v5", "--dry-run",
-         "--runs-dir", str(tmp_path)],
+         "--runs-dir", str(tmp_path), "--record-dir", str(tmp_path / "recorded")],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     commands = [line for line in dry.stdout.splitlines() if line.startswith("$ ppo compare")]
@@ -189,16 +202,11 @@ def test_the_sweep_prints_its_grids_and_chooses_on_seeds_1_to_3_only(tmp_path):
 
     class Args:
         runs_dir = tmp_path
+        record_dir = tmp_path / "recorded"
         paper_reports = None
 
     def write_scores(candidate, seeds, per_seed):
-        folder = tmp_path / tuned_sweep.grid_name("Swimmer-v5", candidate, seeds) / "report"
-        folder.mkdir(parents=True)
-        finished, seed_list, returns = (" ".join(map(str, values)) for values in (["True"] * 3, seeds, per_seed))
-        (folder / "final_scores.csv").write_text(
-            "env,kind,objective,measure,seeds,final_steps,finished,mean,std,per_seed,random_return,normalized_score\n"
-            f"Swimmer-v5,mujoco,clip-0.2 (no value clip),return,{seed_list},1 1 1,{finished},0,0,{returns},,\n"
-        )
+        write_sweep_scores(tmp_path, candidate, seeds, per_seed)
 
     for candidate, score in zip(tuned_sweep.candidates("Swimmer-v5")[:-1], (50, 280, 120)):
         write_scores(candidate, tuned_sweep.CHOOSE_SEEDS, [score - 1, score, score + 1])
@@ -206,6 +214,40 @@ def test_the_sweep_prints_its_grids_and_chooses_on_seeds_1_to_3_only(tmp_path):
     write_scores(tuned_sweep.candidates("Swimmer-v5")[-1], tuned_sweep.CHOOSE_SEEDS, [100, 100, 100])
     write_scores("paper", tuned_sweep.REPORT_SEEDS, [900, 900, 900])  # seeds 4-6 never sway the choice
     assert tuned_sweep.chosen(Args, "Swimmer-v5") == "tuned"
+
+
+def test_a_finished_grid_is_recorded_and_another_machine_reads_it_without_the_runs(tmp_path):
+    import subprocess
+    import sys
+
+    from benchmarks.experiments import tuned_sweep
+
+    class Args:
+        runs_dir = tmp_path / "runs"
+        record_dir = tmp_path / "recorded"
+        paper_reports = None
+
+    seeds = tuned_sweep.CHOOSE_SEEDS
+    write_sweep_scores(Args.runs_dir, "tuned", seeds, [300, 310, 320])
+    write_sweep_scores(Args.runs_dir, "paper", seeds, [80, 90, 100], finished=False)
+    tuned_sweep.record(Args, "Swimmer-v5", "tuned", seeds)
+    tuned_sweep.record(Args, "Swimmer-v5", "paper", seeds)  # unfinished: nothing to record
+    grid = tuned_sweep.grid_name("Swimmer-v5", "tuned", seeds)
+    assert (Args.record_dir / grid / "final_scores.csv").is_file()
+    assert not (Args.record_dir / tuned_sweep.grid_name("Swimmer-v5", "paper", seeds)).exists()
+
+    Args.runs_dir = tmp_path / "elsewhere"  # another machine: no runs, only the recorded copies
+    assert tuned_sweep.final_score(Args, "Swimmer-v5", "tuned", seeds) == [300.0, 310.0, 320.0]
+    assert tuned_sweep.final_score(Args, "Swimmer-v5", "paper", seeds) is None
+    dry = subprocess.run(
+        [sys.executable, "-m", "benchmarks.experiments.tuned_sweep", "--tasks", "Swimmer-v5", "--dry-run",
+         "--runs-dir", str(Args.runs_dir), "--record-dir", str(Args.record_dir)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    commands = [line for line in dry.stdout.splitlines() if line.startswith("$ ppo compare")]
+    assert len(commands) == len(tuned_sweep.candidates("Swimmer-v5")) - 1
+    assert not any(grid in c for c in commands) and "Swimmer-v5 tuned: finished, read from" in dry.stdout
+    assert "| Swimmer-v5 | tuned | preset=tuned | 310 ± 8 | - |" in dry.stdout
 
 
 def test_the_sweep_reads_papers_seeds_from_table_1_and_skips_tuned_where_it_is_the_paper(tmp_path):
@@ -226,6 +268,7 @@ def test_the_sweep_reads_papers_seeds_from_table_1_and_skips_tuned_where_it_is_t
 
     class Args:
         runs_dir = tmp_path / "sweep"
+        record_dir = tmp_path / "recorded"
         paper_reports = tmp_path / "table1"
 
     assert tuned_sweep.final_score(Args, "Swimmer-v5", "paper", tuned_sweep.CHOOSE_SEEDS) == [76, 55, 117]
@@ -233,7 +276,8 @@ def test_the_sweep_reads_papers_seeds_from_table_1_and_skips_tuned_where_it_is_t
     assert tuned_sweep.final_score(Args, "Reacher-v5", "paper", tuned_sweep.CHOOSE_SEEDS) is None  # no report
     dry = subprocess.run(
         [sys.executable, "-m", "benchmarks.experiments.tuned_sweep", "--tasks", "Swimmer-v5", "--dry-run",
-         "--runs-dir", str(Args.runs_dir), "--paper-reports", str(Args.paper_reports)],
+         "--runs-dir", str(Args.runs_dir), "--record-dir", str(Args.record_dir),
+         "--paper-reports", str(Args.paper_reports)],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     commands = [line for line in dry.stdout.splitlines() if line.startswith("$ ppo compare")]

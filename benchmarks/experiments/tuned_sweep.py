@@ -8,6 +8,9 @@ the latter, one change each. ``ppo compare`` skips finished cells and resumes in
 over sittings: run it again and it continues. ``--dry-run`` prints the commands and runs nothing.
 ``--paper-reports docs/reports/table1`` takes ``paper``'s seeds 1-3 from the Table 1 grids where a task has one
 (their clip-0.2 cells are the same command on the same defaults) instead of running them again.
+Each finished grid's ``final_scores.csv`` is copied to ``--record-dir`` (``docs/reports/tuned_sweep/<grid>/``, to
+commit), so another machine, without the runs, still knows which candidates have finished, chooses, and prints the
+table.
 
     python -m benchmarks.experiments.tuned_sweep --tasks HalfCheetah-v5 Swimmer-v5 --stage choose --jobs 2 \
         --paper-reports docs/reports/table1
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -77,10 +81,23 @@ def reused_paper(args: argparse.Namespace, task: str) -> Path | None:
     return path if path.is_file() else None
 
 
+def run_scores(args: argparse.Namespace, grid: str) -> Path:
+    """The final-scores file ``ppo compare`` writes for ``grid`` under ``--runs-dir``."""
+    return args.runs_dir / grid / "report" / FINAL_SCORES_FILE
+
+
+def recorded_scores(args: argparse.Namespace, grid: str) -> Path:
+    """The committed copy of ``grid``'s final-scores file under ``--record-dir``."""
+    return args.record_dir / grid / FINAL_SCORES_FILE
+
+
 def scores_path(args: argparse.Namespace, task: str, candidate: str, seeds: tuple[int, ...]) -> Path:
-    """The final-scores file of a candidate's grid: the sweep's own, or the reused Table 1 report."""
+    """The final-scores file of a candidate's grid: the reused Table 1 report, the recorded copy of a finished
+    grid, or else the grid's own report on this machine."""
     reused = reused_paper(args, task) if candidate == "paper" and seeds == CHOOSE_SEEDS else None
-    return reused or args.runs_dir / grid_name(task, candidate, seeds) / "report" / FINAL_SCORES_FILE
+    grid = grid_name(task, candidate, seeds)
+    recorded = recorded_scores(args, grid)
+    return reused or (recorded if recorded.is_file() else run_scores(args, grid))
 
 
 def final_score(args: argparse.Namespace, task: str, candidate: str, seeds: tuple[int, ...]) -> list[float] | None:
@@ -112,12 +129,32 @@ def run(args: argparse.Namespace, command: list[str]) -> None:
         subprocess.run(command, check=True, cwd=ROOT)
 
 
+def run_grid(args: argparse.Namespace, task: str, candidate: str, seeds: tuple[int, ...]) -> None:
+    """Run a candidate's grid unless it has finished (here or recorded), then record its final scores."""
+    if final_score(args, task, candidate, seeds) is not None:
+        print(f"{task} {candidate}: finished, read from {scores_path(args, task, candidate, seeds)}")
+        return
+    run(args, compare_command(args, task, candidate, seeds))
+    if not args.dry_run:
+        record(args, task, candidate, seeds)
+
+
+def record(args: argparse.Namespace, task: str, candidate: str, seeds: tuple[int, ...]) -> None:
+    """Copy the grid's final scores from ``--runs-dir`` to ``--record-dir`` once every cell has finished."""
+    grid = grid_name(task, candidate, seeds)
+    if final_score(args, task, candidate, seeds) is not None and run_scores(args, grid).is_file():
+        recorded_scores(args, grid).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(run_scores(args, grid), recorded_scores(args, grid))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", nargs="+", default=list(TUNED), help="MuJoCo v5 ids (default: every task)")
     stages = "choose: every candidate on seeds 1-3; report: the chosen one on 4-6; table: only print the table"
     parser.add_argument("--stage", choices=("choose", "report", "table"), default="choose", help=stages)
     parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "tuned_sweep")
+    recorded = "where each finished grid's final_scores.csv is kept, to commit (read when --runs-dir lacks the grid)"
+    parser.add_argument("--record-dir", type=Path, default=ROOT / "docs" / "reports" / "tuned_sweep", help=recorded)
     parser.add_argument("--total-steps", type=int, default=1_000_000)
     parser.add_argument("--jobs", type=int, default=1, help="cells run side by side (ppo compare --jobs)")
     reuse = "read paper's seeds 1-3 from <dir>/<task>/final_scores.csv where it exists (docs/reports/table1)"
@@ -135,13 +172,13 @@ def main() -> None:
                 if reused is not None:
                     print(f"{task} paper: seeds 1-3 read from {reused}")
                     continue
-                run(args, compare_command(args, task, candidate, CHOOSE_SEEDS))
+                run_grid(args, task, candidate, CHOOSE_SEEDS)
         elif args.stage == "report":
             pick = chosen(args, task)
             if pick is None:
                 print(f"{task}: not every candidate has finished on seeds 1-3; run --stage choose first")
                 continue
-            run(args, compare_command(args, task, pick, REPORT_SEEDS))
+            run_grid(args, task, pick, REPORT_SEEDS)
     print("| task | candidate | options | seeds 1-3 (mean ± std) | seeds 4-6 (mean ± std) |")
     print("|---|---|---|---:|---:|")
     for task in args.tasks:
