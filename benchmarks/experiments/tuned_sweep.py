@@ -153,7 +153,7 @@ def main() -> None:
     stages = "choose: every candidate on seeds 1-3; report: the chosen one on 4-6; table: only print the table"
     parser.add_argument("--stage", choices=("choose", "report", "table"), default="choose", help=stages)
     parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "tuned_sweep")
-    recorded = "where each finished grid's final_scores.csv is kept, to commit (read when --runs-dir lacks the grid)"
+    recorded = "where each finished grid's final_scores.csv is kept, to commit (read before --runs-dir)"
     parser.add_argument("--record-dir", type=Path, default=ROOT / "docs" / "reports" / "tuned_sweep", help=recorded)
     parser.add_argument("--total-steps", type=int, default=1_000_000)
     parser.add_argument("--jobs", type=int, default=1, help="cells run side by side (ppo compare --jobs)")
