@@ -286,6 +286,13 @@ def test_the_sweep_reads_papers_seeds_from_table_1_and_skips_tuned_where_it_is_t
     assert "| Swimmer-v5 | paper | (the paper's) | 83 ± 26 | - |" in dry.stdout
 
 
+def test_the_sweeps_table_keeps_two_decimals_for_small_returns_and_whole_numbers_for_large():
+    from benchmarks.experiments import tuned_sweep
+
+    assert tuned_sweep.score_cell([-4.28, -4.47, -4.23]) == "-4.33 ± 0.10"  # Reacher: "-4 ± 0" would hide the spread
+    assert tuned_sweep.score_cell([8017, 9260, 8171]) == "8,483 ± 553"
+
+
 def test_compare_passes_bool_train_options_as_switches(tmp_path):
     from agents.commands.compare import CompareConfig, cell_config, expand_grid
 

@@ -123,6 +123,13 @@ def chosen(args: argparse.Namespace, task: str) -> str | None:
     return max(scores, key=lambda c: float(np.mean(scores[c])))
 
 
+def score_cell(score: list[float]) -> str:
+    """``mean ± std`` of per-seed returns: whole numbers, or two decimals where the mean is under 10 in size
+    (Reacher's returns are a few units below zero)."""
+    digits = 0 if abs(np.mean(score)) >= 10 else 2
+    return f"{np.mean(score):,.{digits}f} ± {np.std(score):,.{digits}f}"
+
+
 def run(args: argparse.Namespace, command: list[str]) -> None:
     print("$ ppo", " ".join(command[len(ppo_command()) :]), flush=True)
     if not args.dry_run:
@@ -187,7 +194,7 @@ def main() -> None:
             cells = []
             for seeds in (CHOOSE_SEEDS, REPORT_SEEDS):
                 score = final_score(args, task, candidate, seeds)
-                cells.append("-" if score is None else f"{np.mean(score):,.0f} ± {np.std(score):,.0f}")
+                cells.append("-" if score is None else score_cell(score))
             mark = " **(chosen)**" if candidate == pick else ""
             options = " ".join(VARIATIONS[candidate]) or "(the paper's)"
             print(f"| {task} | {candidate}{mark} | {options} | {cells[0]} | {cells[1]} |")
