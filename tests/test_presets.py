@@ -257,7 +257,7 @@ def test_the_sweep_reads_papers_seeds_from_table_1_and_skips_tuned_where_it_is_t
     from benchmarks.experiments import tuned_sweep
 
     assert tuned_sweep.candidates("Pusher-v5") == ("paper",)  # its preset keeps the paper's settings
-    assert "tuned" in tuned_sweep.candidates("Reacher-v5")
+    assert "tuned" in tuned_sweep.candidates("HumanoidStandup-v5")
     table1 = tmp_path / "table1" / "Swimmer-v5"
     table1.mkdir(parents=True)
     header = "env,kind,objective,measure,seeds,final_steps,finished,mean,std,per_seed,random_return,normalized_score\n"
