@@ -199,6 +199,19 @@ def test_the_sweep_prints_its_grids_and_chooses_on_seeds_1_to_3_only(tmp_path):
     assert len(commands) == len(tuned_sweep.candidates("Swimmer-v5"))
     assert all("--seeds 1 2 3" in c and "--total-steps 1000000" in c for c in commands)
     assert "--train-options preset=tuned anneal_lr=True" in dry.stdout
+    only = subprocess.run(
+        [sys.executable, "-m", "benchmarks.experiments.tuned_sweep", "--tasks", "Swimmer-v5", "--dry-run",
+         "--runs-dir", str(tmp_path), "--record-dir", str(tmp_path / "recorded"), "--candidates", "tuned-anneal"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert [line for line in only.stdout.splitlines() if line.startswith("$ ppo compare")] == [
+        c for c in commands if "__tuned-anneal__" in c
+    ]
+    unknown = subprocess.run(
+        [sys.executable, "-m", "benchmarks.experiments.tuned_sweep", "--dry-run", "--candidates", "tuned-fast"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert unknown.returncode != 0 and "invalid choice: 'tuned-fast'" in unknown.stderr
 
     class Args:
         runs_dir = tmp_path
@@ -283,14 +296,15 @@ def test_the_sweep_reads_papers_seeds_from_table_1_and_skips_tuned_where_it_is_t
     commands = [line for line in dry.stdout.splitlines() if line.startswith("$ ppo compare")]
     assert len(commands) == len(tuned_sweep.candidates("Swimmer-v5")) - 1
     assert not any("__paper__" in c for c in commands)
-    assert "| Swimmer-v5 | paper | (the paper's) | 83 ± 26 | - |" in dry.stdout
+    assert "| Swimmer-v5 | paper | (the paper's) | 82.7 ± 25.7 | - |" in dry.stdout
 
 
-def test_the_sweeps_table_keeps_two_decimals_for_small_returns_and_whole_numbers_for_large():
+def test_the_sweeps_table_gives_small_returns_decimals_and_large_ones_whole_numbers():
     from benchmarks.experiments import tuned_sweep
 
     assert tuned_sweep.score_cell([-4.28, -4.47, -4.23]) == "-4.33 ± 0.10"  # Reacher: "-4 ± 0" would hide the spread
     assert tuned_sweep.score_cell([8017, 9260, 8171]) == "8,483 ± 553"
+    assert tuned_sweep.score_cell([-28.92, -28.75, -28.08]) == "-28.6 ± 0.4"  # Pusher
 
 
 def test_compare_passes_bool_train_options_as_switches(tmp_path):

@@ -5,7 +5,9 @@ again on seeds 4-6, which the choice never saw, for the reported figure.
 Every candidate starts from a published recipe: ``paper`` (the PPO paper's settings, our default), ``tuned`` (the
 presets file as it stands: rl-baselines3-zoo's recipe for the task, ``agents/walkers/presets.py``) and variations of
 the latter, one change each. ``ppo compare`` skips finished cells and resumes interrupted ones, so the sweep spreads
-over sittings: run it again and it continues. ``--dry-run`` prints the commands and runs nothing.
+over sittings: run it again and it continues. ``--candidates`` splits a task's grids between sweeps run side by side
+(a 3-seed grid at ``--jobs 2`` leaves a core idle while its last seed runs alone). ``--dry-run`` prints the commands
+and runs nothing.
 ``--paper-reports docs/reports/table1`` takes ``paper``'s seeds 1-3 from the Table 1 grids where a task has one
 (their clip-0.2 cells are the same command on the same defaults) instead of running them again.
 Each finished grid's ``final_scores.csv`` is copied to ``--record-dir`` (``docs/reports/tuned_sweep/<grid>/``, to
@@ -124,9 +126,9 @@ def chosen(args: argparse.Namespace, task: str) -> str | None:
 
 
 def score_cell(score: list[float]) -> str:
-    """``mean ± std`` of per-seed returns: whole numbers, or two decimals where the mean is under 10 in size
-    (Reacher's returns are a few units below zero)."""
-    digits = 0 if abs(np.mean(score)) >= 10 else 2
+    """``mean ± std`` of per-seed returns, with more decimals the smaller the mean: whole numbers from 100, one
+    below, two below 10 (Reacher's and Pusher's returns are a few tens or units below zero)."""
+    digits = int(abs(np.mean(score)) < 100) + int(abs(np.mean(score)) < 10)
     return f"{np.mean(score):,.{digits}f} ± {np.std(score):,.{digits}f}"
 
 
@@ -166,6 +168,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1, help="cells run side by side (ppo compare --jobs)")
     reuse = "read paper's seeds 1-3 from <dir>/<task>/final_scores.csv where it exists (docs/reports/table1)"
     parser.add_argument("--paper-reports", type=Path, default=None, help=reuse)
+    only = "in --stage choose, run only these of each task's candidates (sweeps side by side take different ones)"
+    parser.add_argument("--candidates", nargs="+", default=None, choices=list(VARIATIONS), help=only)
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     args = parser.parse_args()
     unknown = [task for task in args.tasks if task not in TUNED]
@@ -175,6 +179,8 @@ def main() -> None:
     for task in args.tasks:
         if args.stage == "choose":
             for candidate in candidates(task):
+                if args.candidates is not None and candidate not in args.candidates:
+                    continue
                 reused = reused_paper(args, task) if candidate == "paper" else None
                 if reused is not None:
                     print(f"{task} paper: seeds 1-3 read from {reused}")
