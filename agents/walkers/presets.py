@@ -82,11 +82,9 @@ def zoo_relu_network(entry: str) -> tuple[Setting, ...]:
 
 
 def kept_paper(why: str, swept: str) -> TunedTask:
-    """A task whose tuned preset is the paper's settings, for the reason ``why``, the sweep's one candidate there,
-    with its figures ``swept``."""
-    return TunedTask(
-        status=f"from the PPO paper's settings ({why}), {CONFIRMED} as its one candidate: {swept}", settings=()
-    )
+    """A task whose tuned preset is the paper's settings, for the reason ``why``, with the sweep's figures
+    ``swept``."""
+    return TunedTask(status=f"from the PPO paper's settings ({why}), {CONFIRMED}: {swept}", settings=())
 
 
 TUNED: dict[str, TunedTask] = {
@@ -116,10 +114,9 @@ TUNED: dict[str, TunedTask] = {
         ),
     ),
     "Hopper-v5": kept_paper(
-        "on seeds 1-3 they beat the zoo's tuned Hopper-v4 recipe's published 2,410 ± 10 on Hopper-v3, its "
-        "benchmark.md; the recipe itself is not run here yet",
-        "2,704 ± 73 on seeds 1-3, 1,847 ± 360 on seeds 4-6 (1,954, 1,362, 2,226: below the zoo's figure; machine H, "
-        "1M steps)",
+        f"against {ZOO_FILE} Hopper-v4's recipe, 2,410 ± 10 on Hopper-v3 in the zoo's benchmark.md: 2,704 ± 73 on "
+        "seeds 1-3 against the recipe's 921 ± 163 here",
+        "1,847 ± 360 on seeds 4-6 (1,954, 1,362, 2,226: below the zoo's figure; machine H, 1M steps)",
     ),
     "Humanoid-v5": TunedTask(
         status=f"from {ZOO_FILE} Humanoid-v4 (tuned there for 10M steps; the zoo publishes no 1M figure), "
@@ -169,7 +166,7 @@ TUNED: dict[str, TunedTask] = {
         settings=(),
     ),
     "Pusher-v5": kept_paper(
-        "neither the zoo's ppo.yml nor CleanRL publishes a PPO recipe for Pusher",
+        "no PPO recipe for Pusher in the zoo's ppo.yml or CleanRL, so they are the sweep's one candidate",
         "-28.6 ± 0.4 on seeds 1-3, -29.4 ± 0.5 on seeds 4-6 (machine H, 1M steps; no published PPO figure to compare)",
     ),
     "Reacher-v5": TunedTask(
@@ -191,8 +188,8 @@ TUNED: dict[str, TunedTask] = {
         ),
     ),
     "Walker2d-v5": kept_paper(
-        "on seeds 1-3 they beat the zoo's tuned Walker2d-v4 recipe's published 3,479 ± 822 on Walker2d-v3, its "
-        "benchmark.md; the recipe itself is not run here yet",
+        "the sweep's one candidate so far: on seeds 1-3 they beat the zoo's tuned Walker2d-v4 recipe's published "
+        "3,479 ± 822 on Walker2d-v3, its benchmark.md; the recipe itself is not run here yet",
         "3,772 ± 126 on seeds 1-3, 3,384 ± 204 on seeds 4-6 (3,232, 3,672, 3,249: 95 short of the zoo's figure; "
         "machine H, 1M steps)",
     ),
