@@ -153,26 +153,24 @@ TUNED: dict[str, TunedTask] = {
             *sb3_defaults(),
         ),
     ),
-    "InvertedDoublePendulum-v5": TunedTask(
-        status=f"from the PPO paper's settings, {CONFIRMED} over {ZOO_FILE} InvertedDoublePendulum-v2's recipe "
-        "(8,483 ± 553 on seeds 1-3 against 3,043 ± 1,957: the recipe's seeds ended at 5,239, 3,403 and 487); "
+    "InvertedDoublePendulum-v5": kept_paper(
+        f"against {ZOO_FILE} InvertedDoublePendulum-v2's recipe: 8,483 ± 553 on seeds 1-3 against the recipe's "
+        "3,043 ± 1,957, whose seeds ended at 5,239, 3,403 and 487",
         "8,295 ± 626 on seeds 4-6 (machine H, 1M steps)",
-        settings=(),
     ),
-    "InvertedPendulum-v5": TunedTask(
-        status=f"from the PPO paper's settings, {CONFIRMED} over {ZOO_FILE} InvertedPendulum-v2's recipe (1,000 ± 0 "
-        "on seeds 1-3 against 774 ± 320: the recipe's seed 2 collapsed from 1,000 to 322); 1,000 ± 0 on seeds 4-6 "
-        "(machine E, 1M steps)",
-        settings=(),
+    "InvertedPendulum-v5": kept_paper(
+        f"against {ZOO_FILE} InvertedPendulum-v2's recipe: 1,000 ± 0 on seeds 1-3 against the recipe's 774 ± 320, "
+        "whose seed 2 collapsed from 1,000 to 322",
+        "1,000 ± 0 on seeds 4-6 (machine E, 1M steps)",
     ),
     "Pusher-v5": kept_paper(
         "no PPO recipe for Pusher in the zoo's ppo.yml or CleanRL, so they are the sweep's one candidate",
         "-28.6 ± 0.4 on seeds 1-3, -29.4 ± 0.5 on seeds 4-6 (machine H, 1M steps; no published PPO figure to compare)",
     ),
-    "Reacher-v5": TunedTask(
-        status=f"from the PPO paper's settings, {CONFIRMED} over {ZOO_FILE} Reacher-v2's recipe (-4.33 ± 0.10 on "
-        "seeds 1-3 against -4.49 ± 0.41, within the seed noise); -4.15 ± 0.23 on seeds 4-6 (machine H, 1M steps)",
-        settings=(),
+    "Reacher-v5": kept_paper(
+        f"against {ZOO_FILE} Reacher-v2's recipe: -4.33 ± 0.10 on seeds 1-3 against the recipe's -4.49 ± 0.41, "
+        "within the seed noise",
+        "-4.15 ± 0.23 on seeds 4-6 (machine H, 1M steps)",
     ),
     "Swimmer-v5": TunedTask(
         status=f"from {ZOO_FILE} Swimmer-v4 (281.6 ± 9.7 on Swimmer-v3 in the zoo's benchmark.md), {CONFIRMED}: "
