@@ -128,8 +128,9 @@ def chosen(args: argparse.Namespace, task: str) -> str | None:
 def score_cell(score: list[float]) -> str:
     """``mean ± std`` of per-seed returns, with more decimals the smaller the mean: whole numbers from 100, one
     below, two below 10 (Reacher's and Pusher's returns are a few tens or units below zero)."""
-    digits = int(abs(np.mean(score)) < 100) + int(abs(np.mean(score)) < 10)
-    return f"{np.mean(score):,.{digits}f} ± {np.std(score):,.{digits}f}"
+    mean = float(np.mean(score))
+    digits = int(abs(mean) < 100) + int(abs(mean) < 10)
+    return f"{mean:,.{digits}f} ± {np.std(score):,.{digits}f}"
 
 
 def run(args: argparse.Namespace, command: list[str]) -> None:
