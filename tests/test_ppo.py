@@ -155,6 +155,34 @@ def test_minibatches_are_reshuffled_each_epoch_unless_switched_off(reshuffle):
     assert all(torch.equal(epochs[0], order) for order in epochs[1:]) == (not reshuffle)
 
 
+def test_refresh_runs_before_every_epoch_after_the_first_and_its_batch_is_trained_on():
+    torch.manual_seed(0)
+    policy = GaussianActorCritic(4, 2)
+    params = {k: p.detach() for k, p in policy.named_parameters()}
+    cfg = PPOConfig(epochs=3, minibatch_size=64)
+    step = make_minibatch_step(policy, Clip(), cfg, compile=False)
+    seen, refreshed = [], []
+
+    def recording_step(params, adam, batch, index, lr, beta):
+        seen.append(float(batch.advantages.sum()))
+        return step(params, adam, batch, index, lr, beta)
+
+    def refresh(batch):
+        refreshed.append(batch)
+        return batch._replace(advantages=batch.advantages + 1.0)
+
+    batch = make_batch(policy)
+    result = ppo_update(policy, params, AdamState(params), recording_step, batch, cfg, UpdateSchedule(3e-4, 0.0),
+                        torch.Generator().manual_seed(0), refresh=refresh)  # fmt: skip
+    assert len(refreshed) == 2 and refreshed[0] is batch  # before epochs 2 and 3, each on the latest batch
+    per_epoch = len(seen) // 3
+    first = float(batch.advantages.sum())
+    assert seen[0] == pytest.approx(first)
+    assert seen[per_epoch] == pytest.approx(first + batch.size)
+    assert seen[-1] == pytest.approx(first + 2 * batch.size)
+    assert result.stats["epochs_run"] == 3.0
+
+
 def test_target_kl_stops_after_the_first_epoch():
     result = run_update(PPOConfig(epochs=10, minibatch_size=64, target_kl=1e-9), learning_rate=1e-2)
     assert result.stats["epochs_run"] == 1.0

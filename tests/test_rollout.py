@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from agents.core.advantages import compute_gae
 from agents.walkers.gaussian import GaussianActorCritic
 from agents.walkers.rollout import EpisodeTracker, RewardScaler, RunningMeanStd, collect_mujoco
 from envs.mujoco import (
@@ -83,6 +84,50 @@ def test_truncated_steps_bootstrap_from_the_final_observation():
     final_value = batch.returns[0].item() - 1.0
     assert final_value / 0.99 == pytest.approx(7.0, abs=0.5)
     assert rollout.finished_episodes and rollout.finished_episodes[0][1] == 1
+
+
+def rollout_with_a_truncation(policy, steps=6):
+    """A rollout of 2 InvertedPendulum envs whose env 0 reaches its time limit at step 1 (unless the pole falls)."""
+    envs = make_vector_env("InvertedPendulum-v5", 2)
+    obs, _ = envs.reset(seed=0)
+    time_limit = envs.envs[0]
+    while not hasattr(time_limit, "_max_episode_steps"):
+        time_limit = time_limit.env
+    time_limit._elapsed_steps = time_limit._max_episode_steps - 2
+    scaler, tracker = RewardScaler(0.99, 2, enabled=False), EpisodeTracker(2)
+    return collect_mujoco(envs, policy, obs, steps, scaler, tracker, np.random.default_rng(0), 0.99, 0.9)
+
+
+def test_refreshed_batch_with_the_same_critic_is_the_rollouts_own():
+    torch.manual_seed(0)
+    policy = GaussianActorCritic(4, 1)
+    rollout = rollout_with_a_truncation(policy)
+    assert rollout.targets.truncated[1, 0] == 1.0 and len(rollout.targets.final_obs) == 1
+    refreshed = rollout.targets.refreshed(policy, rollout.batch)
+    for name in ("advantages", "returns", "old_values"):
+        torch.testing.assert_close(getattr(refreshed, name), getattr(rollout.batch, name), rtol=0, atol=1e-6)
+    assert refreshed.old_logp is rollout.batch.old_logp and refreshed.inputs is rollout.batch.inputs
+
+
+def test_refreshed_batch_takes_the_new_critics_values_and_bootstraps():
+    torch.manual_seed(0)
+    policy = GaussianActorCritic(4, 1)
+    rollout = rollout_with_a_truncation(policy)
+    targets = rollout.targets
+    with torch.no_grad():
+        policy.critic[-1].bias.add_(5.0)  # every value 5 higher: a new critic
+    refreshed = targets.refreshed(policy, rollout.batch)
+    values = policy.value(rollout.batch.inputs["obs"]).reshape(6, 2)
+    # next values by hand: the next row; after the last step V(next obs); after the truncation V(final obs)
+    next_values = torch.cat([values[1:], policy.value(targets.next_obs)[None]])
+    next_values[1, 0] = policy.value(targets.final_obs)[0]
+    advantages, returns = compute_gae(
+        targets.rewards, values, next_values, targets.terminated, targets.truncated, torch.ones(6, 2), 0.99, 0.9
+    )
+    torch.testing.assert_close(refreshed.old_values, values.reshape(-1))
+    torch.testing.assert_close(refreshed.advantages, advantages.reshape(-1))
+    torch.testing.assert_close(refreshed.returns, returns.reshape(-1))
+    assert not torch.allclose(refreshed.returns, rollout.batch.returns)
 
 
 def test_rollout_shapes_and_unclipped_actions():

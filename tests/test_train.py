@@ -219,6 +219,7 @@ def test_eval_reports_mean_and_std(tmp_path):
         (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
         (["penalty", "--kl-target", "-1"], "--kl-target must be > 0"),
         (["--num-envs", "2", "dapo"], "dapo steps --group-size environments side by side"),
+        (["--recompute-advantages", "grpo"], "grpo has no critic"),
     ],
 )
 def test_bad_config_gives_one_line_error(tmp_path, args, message):

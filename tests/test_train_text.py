@@ -222,6 +222,7 @@ def test_reference_leash_coefficient_follows_ziegler(tmp_path, custom_task):
         (["--model", "tiny", "--fsdp", "--lora-rank", "4"], "--fsdp shards full fine-tuning with the value head"),
         (["--model", "tiny", "--eval-every", "-2"], "--eval-every must be >= 0"),
         (["--model", "tiny", "--eval-prompts", "0"], "--eval-prompts must be a positive integer"),
+        (["--model", "tiny", "--recompute-advantages"], "--recompute-advantages is for MuJoCo runs"),
     ],
 )
 def test_bad_text_input_gives_one_line_error(tmp_path, args, message):

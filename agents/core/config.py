@@ -43,6 +43,9 @@ class PPOConfig:
     """GAE lambda."""
     normalize_advantages: bool = True
     """Normalise advantages to mean 0, std 1 within each minibatch."""
+    recompute_advantages: bool = False
+    """Recompute values, advantages and value targets with the current critic before every epoch after the first
+    (Andrychowicz et al. 2021, sec. 3.5; Tianshou's recompute_adv); MuJoCo runs with a critic only."""
     value_clip: float | None = 0.2
     """Clip the value update to +-this around the old value (baselines ppo2, CleanRL: 0.2); None = off."""
     vf_coef: float = 0.5

@@ -8,6 +8,7 @@ annotation below is the whole contract between the core and a policy.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -65,12 +66,16 @@ def ppo_update(
     schedule: UpdateSchedule,
     generator: torch.Generator,
     evaluation_chunk: int = 8192,
+    refresh: Callable[[Minibatch], Minibatch] | None = None,
 ) -> UpdateResult:
     """``cfg.epochs`` passes of shuffled minibatches of ``cfg.minibatch_size`` items through ``step``, shuffled
     again for every epoch unless ``cfg.reshuffle_each_epoch`` is off (then every epoch takes the first's).
 
     ``batch`` is this process's share; with several processes each takes ``minibatch_size / processes`` items
     of its own share per step, and the averaged gradient is that of a ``minibatch_size`` minibatch.
+
+    ``refresh``, where given, returns the batch with advantages, value targets and old values recomputed by the
+    critic as it is now; it runs before every epoch after the first (``--recompute-advantages``).
 
     Stops early after an epoch whose mean k3 KL exceeds ``cfg.target_kl``. Raises
     ``NonFiniteLossError`` after an epoch whose mean statistics are not finite.
@@ -82,6 +87,8 @@ def ppo_update(
     epochs_run = 0
     minibatches: list[torch.Tensor] = []
     for epoch in range(cfg.epochs):
+        if epoch > 0 and refresh is not None:
+            batch = refresh(batch)
         if epoch == 0 or cfg.reshuffle_each_epoch:
             minibatches = list(minibatch_indices(batch.size, cfg.minibatch_size // world_size(), generator))
         epoch_stats = [step(params, adam, batch, index, lr, beta) for index in minibatches]

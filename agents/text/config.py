@@ -198,6 +198,11 @@ def validate_text_config(config: TextTrainConfig) -> None:
             f"--ref-kl-estimator {text.ref_kl_estimator} estimates the KL in the loss, but {config.objective.name} "
             f"puts it in the {reference_kl_placement(config)}: add --ref-kl-in loss"
         )
+    if ppo.recompute_advantages:
+        raise ConfigError(
+            "--recompute-advantages is for MuJoCo runs (a text iteration's advantages come from one critic pass): "
+            "drop it"
+        )
     if ppo.ent_coef != 0:
         raise ConfigError(
             "--ent-coef must be 0 for text runs: the language model's entropy is logged but carries no gradient"

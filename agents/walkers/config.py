@@ -87,6 +87,11 @@ def validate_config(config: TrainConfig) -> None:
             "gigpo groups the turns of multi-turn text games that reached the same state, and a walker's continuous "
             "states never repeat: train it with ppo train text on a game, or use grpo on walkers"
         )
+    if not uses_critic(config.objective) and ppo.recompute_advantages:
+        raise ConfigError(
+            f"--recompute-advantages recomputes the critic's advantages, and {config.objective.name} has no critic: "
+            "drop it"
+        )
     if not uses_critic(config.objective) and env.num_envs != 1:
         raise ConfigError(
             f"{config.objective.name} steps --group-size environments side by side (one group of episodes); "

@@ -125,6 +125,51 @@ class EpisodeTracker:
         self.running_length = np.asarray(state["running_length"], dtype=np.int64).copy()
 
 
+@dataclass(frozen=True)
+class CriticTargets:
+    """A rollout's rewards and step ends, kept so that its advantages and value targets can be computed again with
+    another critic: at collection, and before every epoch after the first with ``--recompute-advantages``
+    (Andrychowicz et al. 2021, sec. 3.5; Tianshou's ``recompute_adv``)."""
+
+    rewards: torch.Tensor
+    """Scaled rewards ``(T, B)``."""
+    terminated: torch.Tensor
+    """1.0 where the step ended its episode in a terminal state ``(T, B)``: no bootstrap."""
+    truncated: torch.Tensor
+    """1.0 where the step ended its episode at the time limit ``(T, B)``: bootstrap from the final observation."""
+    next_obs: torch.Tensor
+    """Raw observation each env is in after the last step ``(B, obs_dim)``."""
+    final_obs: torch.Tensor
+    """Raw final observations of the truncated episodes ``(K, obs_dim)``, K >= 0."""
+    final_steps: torch.Tensor
+    """Step ``t`` of each truncated episode's end ``(K,)``."""
+    final_envs: torch.Tensor
+    """Env ``b`` of each truncated episode's end ``(K,)``."""
+    gamma: float
+    gae_lambda: float
+
+    def advantages(self, policy: GaussianActorCritic, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """GAE advantages and value targets ``(T, B)`` from ``values`` ``(T, B)`` of the rollout's observations and
+        ``policy``'s critic at where each step led: the next step's value, V(final obs) after a truncation, V(next
+        obs) after the last step; a terminated step bootstraps from 0 (``compute_gae``)."""
+        next_values = torch.cat([values[1:], policy.value(self.next_obs).unsqueeze(0)])
+        if len(self.final_obs):
+            next_values[self.final_steps, self.final_envs] = policy.value(self.final_obs)
+        mask = torch.ones_like(values)
+        return compute_gae(
+            self.rewards, values, next_values, self.terminated, self.truncated, mask, self.gamma, self.gae_lambda
+        )
+
+    def refreshed(self, policy: GaussianActorCritic, batch: Minibatch) -> Minibatch:
+        """``batch`` (this rollout's, time-major flattened) with values, advantages and value targets from
+        ``policy``'s critic as it is now; the policy's side (old log-probs, old actions) is unchanged."""
+        values = policy.value(batch.inputs["obs"]).reshape(self.rewards.shape)
+        advantages, returns = self.advantages(policy, values)
+        return batch._replace(
+            advantages=advantages.reshape(-1), returns=returns.reshape(-1), old_values=values.reshape(-1)
+        )
+
+
 class Rollout(NamedTuple):
     """One iteration's experience, ready for ``ppo_update``."""
 
@@ -137,6 +182,9 @@ class Rollout(NamedTuple):
     """Raw observations seen ``(T * B, obs_dim)``, for the normaliser update after the PPO update."""
     finished_episodes: list[tuple[float, int]]
     """``(return, length)`` of every episode that ended during the rollout, in order."""
+    targets: CriticTargets | None = None
+    """What recomputing the batch's advantages with a newer critic needs (``CriticTargets.refreshed``); None for
+    group rollouts (no critic)."""
     zero_variance_groups: int = 0
     """Group rollouts: groups whose episode returns are all equal (no gradient), among those in the batch."""
     groups: int = 0
@@ -197,26 +245,20 @@ def collect_mujoco(
     flat_actions = torch.from_numpy(action_buffer.reshape(num_steps * num_envs, -1)).to(device)
     record = policy.rollout_record(flat_obs, flat_actions)
     values = record["values"].reshape(num_steps, num_envs)
-    next_values = torch.cat([values[1:], policy.value(torch.from_numpy(obs).to(device)).unsqueeze(0)])
-    if truncated_final_obs:
-        final = torch.from_numpy(np.stack([o for _, _, o in truncated_final_obs]).astype(np.float32)).to(device)
-        rows = torch.tensor([t for t, _, _ in truncated_final_obs], device=device)
-        cols = torch.tensor([b for _, b, _ in truncated_final_obs], device=device)
-        next_values[rows, cols] = policy.value(final)
-
-    scaled = reward_scaler.scale(rewards, terminated | truncated)
     float_tensor = functools.partial(torch.as_tensor, dtype=torch.float32, device=device)
-    mask = torch.ones(num_steps, num_envs, device=device)
-    advantages, returns = compute_gae(
-        float_tensor(scaled),
-        values,
-        next_values,
-        float_tensor(terminated),
-        float_tensor(truncated),
-        mask,
-        gamma,
-        gae_lambda,
+    targets = CriticTargets(
+        rewards=float_tensor(reward_scaler.scale(rewards, terminated | truncated)),
+        terminated=float_tensor(terminated),
+        truncated=float_tensor(truncated),
+        next_obs=float_tensor(obs),
+        final_obs=float_tensor(np.array([o for _, _, o in truncated_final_obs]).reshape(-1, obs.shape[-1])),
+        final_steps=torch.tensor([t for t, _, _ in truncated_final_obs], dtype=torch.long, device=device),
+        final_envs=torch.tensor([b for _, b, _ in truncated_final_obs], dtype=torch.long, device=device),
+        gamma=gamma,
+        gae_lambda=gae_lambda,
     )
+    advantages, returns = targets.advantages(policy, values)
+    mask = torch.ones(num_steps, num_envs, device=device)
 
     def time_major(flat: torch.Tensor) -> torch.Tensor:
         return flat.reshape(num_steps, num_envs, *flat.shape[1:])
@@ -234,7 +276,7 @@ def collect_mujoco(
         old_values=values,
         mask=mask,
     )
-    return Rollout(batch, obs, obs_buffer.reshape(num_steps * num_envs, -1), finished)
+    return Rollout(batch, obs, obs_buffer.reshape(num_steps * num_envs, -1), finished, targets)
 
 
 def episode_batch(transitions: Minibatch, lengths: list[int]) -> Minibatch:

@@ -4,6 +4,7 @@ from one state instead of a fixed number of steps, and no critic is built."""
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -245,8 +246,18 @@ def train(config: TrainConfig) -> Path:
             state.global_step += steps
             clock.rollout_done()
 
+            recompute = ppo_cfg.recompute_advantages and rollout.targets is not None
+            refresh = functools.partial(rollout.targets.refreshed, policy) if recompute else None
             result = ppo_update(
-                policy, params, state.adam, minibatch_step, batch, update_cfg, schedule, state.minibatch_generator
+                policy,
+                params,
+                state.adam,
+                minibatch_step,
+                batch,
+                update_cfg,
+                schedule,
+                state.minibatch_generator,
+                refresh=refresh,
             )
             # once per iteration, from the whole update (paper, section 4)
             state.penalty.update(result.kl_after_update, batch.size * world_size())
