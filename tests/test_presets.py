@@ -317,3 +317,26 @@ def test_compare_passes_bool_train_options_as_switches(tmp_path):
         )  # fmt: skip
         parsed = cell_config(expand_grid(grid)[0], grid, tmp_path / "grid")
         assert parsed.preset == "tuned" and parsed.ppo.anneal_lr is expected
+
+
+def test_every_sweep_candidate_parses_into_the_config_it_names(tmp_path):
+    from agents.commands.compare import CompareConfig, cell_config, expand_grid
+    from agents.walkers.presets import TUNED
+    from benchmarks.experiments import tuned_sweep
+
+    for task in TUNED:
+        for candidate in tuned_sweep.candidates(task):
+            grid = CompareConfig(
+                envs=(task,), objectives=("clip-0.2",), seeds=(1,), runs_dir=tmp_path,
+                train_options=tuned_sweep.VARIATIONS[candidate],
+            )  # fmt: skip
+            parsed = cell_config(expand_grid(grid)[0], grid, tmp_path / "grid")
+            assert parsed.env.env_id == task and parsed.preset == ("tuned" if "tuned" in candidate else "paper")
+    grid = CompareConfig(
+        envs=("Ant-v5",), objectives=("clip-0.2",), seeds=(1,), runs_dir=tmp_path,
+        train_options=tuned_sweep.VARIATIONS["tianshou-lr-1e-3"],
+    )  # fmt: skip
+    parsed = cell_config(expand_grid(grid)[0], grid, tmp_path / "grid")
+    assert (parsed.env.num_envs, parsed.env.num_steps, parsed.policy.initial_log_std) == (64, 32, -0.5)
+    assert parsed.ppo.value_clip is None and not parsed.ppo.normalize_advantages
+    assert parsed.ppo.recompute_advantages and parsed.ppo.learning_rate == 1e-3
