@@ -182,9 +182,6 @@ class Rollout(NamedTuple):
     """Raw observations seen ``(T * B, obs_dim)``, for the normaliser update after the PPO update."""
     finished_episodes: list[tuple[float, int]]
     """``(return, length)`` of every episode that ended during the rollout, in order."""
-    targets: CriticTargets | None = None
-    """What recomputing the batch's advantages with a newer critic needs (``CriticTargets.refreshed``); None for
-    group rollouts (no critic)."""
     zero_variance_groups: int = 0
     """Group rollouts: groups whose episode returns are all equal (no gradient), among those in the batch."""
     groups: int = 0
@@ -197,6 +194,9 @@ class Rollout(NamedTuple):
     """Group rollouts: rounds of ``fill_batch``."""
     filler_groups: int = 0
     """Group rollouts with dynamic sampling: dropped groups put back to fill the batch (zero advantage)."""
+    targets: CriticTargets | None = None
+    """What recomputing the batch's advantages with a newer critic needs (``CriticTargets.refreshed``); None for
+    group rollouts (no critic)."""
 
 
 def collect_mujoco(
@@ -276,7 +276,7 @@ def collect_mujoco(
         old_values=values,
         mask=mask,
     )
-    return Rollout(batch, obs, obs_buffer.reshape(num_steps * num_envs, -1), finished, targets)
+    return Rollout(batch, obs, obs_buffer.reshape(num_steps * num_envs, -1), finished, targets=targets)
 
 
 def episode_batch(transitions: Minibatch, lengths: list[int]) -> Minibatch:
