@@ -427,6 +427,10 @@ def test_train_options_reach_every_cell_before_its_task_and_objective_and_compar
         run_grid(replace(walker, train_options=("seed=3",)))
     with pytest.raises(GridError, match=r"--train-options takes NAME=VALUE \(e.g. nproc=2\), got 'nproc'"):
         cell_config(walker_cell, replace(walker, train_options=("nproc",)), grid_dir)
+    widths = replace(walker, train_options=("hidden_sizes=256 128", "activation=relu"))
+    assert cell_config(walker_cell, widths, grid_dir).policy.hidden_sizes == (256, 128)
+    with pytest.raises(GridError, match='--train-options "activation=\'relu": No closing quotation'):
+        cell_config(walker_cell, replace(walker, train_options=("activation='relu",)), grid_dir)
 
 
 def test_objective_options_reach_every_cells_objective_and_may_not_rename_its_preset(tmp_path):

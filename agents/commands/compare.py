@@ -242,7 +242,8 @@ class CompareConfig:
     train_options: tuple[str, ...] = ()
     """Any other option of ppo train (MuJoCo cells) or ppo train text (text cells) as NAME=VALUE (nproc=2,
     minibatch_size=16, preset=tuned), given to every cell as --NAME VALUE before its task and objective; a bool as
-    NAME=True or NAME=False (anneal_lr=True is --anneal-lr)."""
+    NAME=True or NAME=False (anneal_lr=True is --anneal-lr); several values split as the shell does
+    (hidden_sizes='256 256')."""
     objective_options: tuple[str, ...] = ()
     """Options of every cell's objective as NAME=VALUE (overlong_cache=0 for DAPO), given after its subcommand as
     --NAME VALUE, so every objective of the grid must have them; not the value a preset is named by (group_size of
@@ -320,16 +321,22 @@ def optional_flags(values: dict[str, int | None]) -> list[str]:
 
 def name_value_flags(options: Sequence[str], given_as: str, example: str) -> list[str]:
     """``["--operand-max", "9"]`` for ``["operand_max=9"]``, and a switch for a bool: ``anneal_lr=True`` is
-    ``--anneal-lr``, ``anneal_lr=False`` ``--no-anneal-lr`` (as ppo train spells its bool options); a ``GridError``
-    naming ``given_as`` (the compare option, with ``example``) for an option without ``=``."""
+    ``--anneal-lr``, ``anneal_lr=False`` ``--no-anneal-lr`` (as ppo train spells its bool options); a value is
+    split as the shell splits words, so an option of several values takes them all (``hidden_sizes='256 256'`` is
+    ``--hidden-sizes 256 256``) and quotes keep spaces in one. A ``GridError`` naming ``given_as`` (the compare
+    option, with ``example``) for an option without ``=`` or with an unclosed quote."""
     flags = []
     for option in options:
         name, equals, value = option.partition("=")
         if not equals or not name:
             raise GridError(f"{given_as} takes NAME=VALUE (e.g. {example}), got {option!r}")
+        try:
+            words = shlex.split(value) or [value]
+        except ValueError as error:
+            raise GridError(f"{given_as} {option!r}: {error}; close the quote or leave it out") from None
         flag = name.replace("_", "-")
         switches = {"True": [f"--{flag}"], "False": [f"--no-{flag}"]}
-        flags += switches.get(value, [f"--{flag}", value])
+        flags += switches.get(value, [f"--{flag}", *words])
     return flags
 
 
