@@ -10,7 +10,7 @@ from agents.core.config import PPOConfig
 from agents.core.minibatch_step import STAT_NAMES, make_minibatch_step
 from agents.core.objectives import Clip, NoClip, Penalty
 from agents.core.optimizer import AdamState, adam_step, clip_by_global_norm
-from agents.core.update import NonFiniteLossError, UpdateSchedule, ppo_update
+from agents.core.update import NonFiniteLossError, UpdateSchedule, explained_variance, ppo_update
 from agents.walkers.gaussian import GaussianActorCritic
 
 
@@ -169,7 +169,7 @@ def test_refresh_runs_before_every_epoch_after_the_first_and_its_batch_is_traine
 
     def refresh(batch):
         refreshed.append(batch)
-        return batch._replace(advantages=batch.advantages + 1.0)
+        return batch._replace(advantages=batch.advantages + 1.0, returns=batch.old_values)  # a perfect critic
 
     batch = make_batch(policy)
     result = ppo_update(policy, params, AdamState(params), recording_step, batch, cfg, UpdateSchedule(3e-4, 0.0),
@@ -181,6 +181,8 @@ def test_refresh_runs_before_every_epoch_after_the_first_and_its_batch_is_traine
     assert seen[per_epoch] == pytest.approx(first + batch.size)
     assert seen[-1] == pytest.approx(first + 2 * batch.size)
     assert result.stats["epochs_run"] == 3.0
+    # the rollout critic's explained variance (about 0 on random returns), not the refreshed batch's (1)
+    assert result.stats["explained_variance"] == explained_variance(batch.old_values, batch.returns, batch.mask) < 0.5
 
 
 def test_target_kl_stops_after_the_first_epoch():

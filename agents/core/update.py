@@ -86,6 +86,7 @@ def ppo_update(
     per_step: list[torch.Tensor] = []
     epochs_run = 0
     minibatches: list[torch.Tensor] = []
+    collected = batch  # explained variance is the rollout critic's, whatever refresh does
     for epoch in range(cfg.epochs):
         if epoch > 0 and refresh is not None:
             batch = refresh(batch)
@@ -108,7 +109,7 @@ def ppo_update(
     means.update(
         epochs_run=float(epochs_run),
         kl_after_update=kl_after,
-        explained_variance=explained_variance(batch.old_values, batch.returns, batch.mask),
+        explained_variance=explained_variance(collected.old_values, collected.returns, collected.mask),
     )
     return UpdateResult(means, kl_after)
 
