@@ -3,8 +3,8 @@
 again on seeds 4-6, which the choice never saw, for the reported figure.
 
 Every candidate starts from a published recipe: ``paper`` (the PPO paper's settings, our default), ``tuned`` (the
-presets file as it stands: rl-baselines3-zoo's recipe for the task, ``agents/walkers/presets.py``) and variations of
-the latter, one change each. ``ppo compare`` skips finished cells and resumes interrupted ones, so the sweep spreads
+presets file as it stands: rl-baselines3-zoo's recipe for the task, ``agents/walkers/presets.py``), ``tianshou``
+(Tianshou's PPO benchmark recipe, as changes to the paper's settings) and variations of these, one change each. ``ppo compare`` skips finished cells and resumes interrupted ones, so the sweep spreads
 over sittings: run it again and it continues. ``--candidates`` splits a task's grids between sweeps run side by side
 (a 3-seed grid at ``--jobs 2`` leaves a core idle while its last seed runs alone). ``--dry-run`` prints the commands
 and runs nothing.
