@@ -146,7 +146,9 @@ class CriticTargets:
     final_envs: torch.Tensor
     """Env ``b`` of each truncated episode's end ``(K,)``."""
     gamma: float
+    """Discount factor of the GAE recursion."""
     gae_lambda: float
+    """GAE lambda."""
 
     def advantages(self, policy: GaussianActorCritic, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """GAE advantages and value targets ``(T, B)`` from ``values`` ``(T, B)`` of the rollout's observations and
