@@ -262,6 +262,15 @@ def test_a_finished_grid_is_recorded_and_another_machine_reads_it_without_the_ru
     assert not any(grid in c for c in commands) and "Swimmer-v5 tuned: finished, read from" in dry.stdout
     assert "| Swimmer-v5 | tuned | preset=tuned | 310 ± 8 | - |" in dry.stdout
 
+    by_hand = tmp_path / "by_hand"  # a grid whose ppo compare ran outside the sweep is recorded when the sweep passes
+    write_sweep_scores(by_hand, "paper", seeds, [80, 90, 100])
+    subprocess.run(
+        [sys.executable, "-m", "benchmarks.experiments.tuned_sweep", "--tasks", "Swimmer-v5", "--candidates", "paper",
+         "--runs-dir", str(by_hand), "--record-dir", str(Args.record_dir)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert tuned_sweep.final_score(Args, "Swimmer-v5", "paper", seeds) == [80.0, 90.0, 100.0]
+
 
 def test_the_sweep_reads_papers_seeds_from_table_1_and_skips_tuned_where_it_is_the_paper(tmp_path):
     import subprocess

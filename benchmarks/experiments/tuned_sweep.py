@@ -4,8 +4,9 @@ again on seeds 4-6, which the choice never saw, for the reported figure.
 
 Every candidate starts from a published recipe: ``paper`` (the PPO paper's settings, our default), ``tuned`` (the
 presets file as it stands: rl-baselines3-zoo's recipe for the task, ``agents/walkers/presets.py``), ``tianshou``
-(Tianshou's PPO benchmark recipe, as changes to the paper's settings) and variations of these, one change each. ``ppo compare`` skips finished cells and resumes interrupted ones, so the sweep spreads
-over sittings: run it again and it continues. ``--candidates`` splits a task's grids between sweeps run side by side
+(Tianshou's PPO benchmark recipe, as changes to the paper's settings) and variations of these, one change each.
+``ppo compare`` skips finished cells and resumes interrupted ones, so the sweep spreads over sittings: run it again
+and it continues. ``--candidates`` splits a task's grids between sweeps run side by side
 (a 3-seed grid at ``--jobs 2`` leaves a core idle while its last seed runs alone). ``--dry-run`` prints the commands
 and runs nothing.
 ``--paper-reports docs/reports/table1`` takes ``paper``'s seeds 1-3 from the Table 1 grids where a task has one
@@ -158,11 +159,12 @@ def run(args: argparse.Namespace, command: list[str]) -> None:
 
 
 def run_grid(args: argparse.Namespace, task: str, candidate: str, seeds: tuple[int, ...]) -> None:
-    """Run a candidate's grid unless it has finished (here or recorded), then record its final scores."""
+    """Run a candidate's grid unless it has finished (here or recorded), then record its final scores: also those of
+    a grid that finished outside the sweep (its ``ppo compare`` command run by hand)."""
     if final_score(args, task, candidate, seeds) is not None:
         print(f"{task} {candidate}: finished, read from {scores_path(args, task, candidate, seeds)}")
-        return
-    run(args, compare_command(args, task, candidate, seeds))
+    else:
+        run(args, compare_command(args, task, candidate, seeds))
     if not args.dry_run:
         record(args, task, candidate, seeds)
 
