@@ -50,13 +50,12 @@ VARIATIONS: dict[str, tuple[str, ...]] = {
     "tuned-lr-3e-4": ("preset=tuned", "learning_rate=3e-4"),
     "tuned-anneal": ("preset=tuned", "anneal_lr=True"),
     "tuned-tanh": ("preset=tuned", "activation=tanh"),
-    "tuned-4-envs": ("preset=tuned", "num_envs=4"),
     "paper-16-envs": ("num_envs=16", "num_steps=128"),
     "tianshou": TIANSHOU,
     # ... with its advantages recomputed before every epoch, as Tianshou's benchmark ran (recompute_adv=1)
     "tianshou-recompute": (*TIANSHOU, "recompute_advantages=True"),
     "tianshou-lr-1e-3": (*TIANSHOU, "recompute_advantages=True", "learning_rate=1e-3"),
-    # 4 times Tianshou's 32 steps between bootstraps, at its batch of 2,048 (its README's hint 3 on bootstrap length)
+    # 4 times Tianshou's 32 steps between bootstraps, at its batch of 2,048 (its README's A2C hint 3)
     "tianshou-16-envs": ("num_envs=16", "num_steps=128", *TIANSHOU_LOSS),
 }
 """Candidate name -> ``ppo train`` options (``name=value``, as ``ppo compare --train-options`` takes them)."""
@@ -64,7 +63,6 @@ SWEEP_CANDIDATES: dict[str, tuple[str, ...]] = {
     "Swimmer-v5": ("paper", "tuned", "tuned-lr-3e-4", "tuned-anneal"),  # gamma 0.9999 is the zoo's key change
     # the 1,750 basin; 16 x 128 left it on 3 of 5 seeds (docs/results/walkers.md, HalfCheetah's two basins)
     "HalfCheetah-v5": ("paper", "tuned", "tuned-lr-3e-4", "tuned-anneal", "tuned-tanh", "paper-16-envs"),
-    # the zoo's Ant recipe is SB3's defaults at lr 3e-4, so tuned-lr-3e-4 would be tuned again
     # Ant at 1M is still climbing under Tianshou's recipe (1,400 at 1M, 1,100 at 600k): a faster rate, longer
     # bootstraps; the zoo's Ant recipe (tuned) is the paper's settings less annealing and value clipping: not run
     "Ant-v5": ("paper", "tianshou", "tianshou-recompute", "tianshou-lr-1e-3", "tianshou-16-envs"),
