@@ -349,3 +349,20 @@ def test_every_sweep_candidate_parses_into_the_config_it_names(tmp_path):
     assert (parsed.env.num_envs, parsed.env.num_steps, parsed.policy.initial_log_std) == (64, 32, -0.5)
     assert parsed.ppo.value_clip is None and not parsed.ppo.normalize_advantages
     assert parsed.ppo.recompute_advantages and parsed.ppo.learning_rate == 1e-3
+
+
+@pytest.mark.parametrize("task", ["Ant-v5", "Humanoid-v5"])
+def test_the_tuned_preset_is_the_candidate_the_sweep_chose(task, tmp_path):
+    from dataclasses import replace
+
+    from agents.commands.compare import CompareConfig, cell_config, expand_grid
+    from benchmarks.experiments import tuned_sweep
+
+    def config(options):
+        grid = CompareConfig(
+            envs=(task,), objectives=("clip-0.2",), seeds=(1,), runs_dir=tmp_path, train_options=options
+        )
+        return cell_config(expand_grid(grid)[0], grid, tmp_path / "grid")
+
+    swept, preset = config(tuned_sweep.VARIATIONS["tianshou"]), config(("preset=tuned",))
+    assert replace(swept, preset="tuned") == preset
