@@ -3,8 +3,9 @@
 again on seeds 4-6, which the choice never saw, for the reported figure.
 
 Every candidate starts from a published recipe: ``paper`` (the PPO paper's settings, our default), ``tuned`` (the
-presets file as it stands: rl-baselines3-zoo's recipe for the task, ``agents/walkers/presets.py``), ``tianshou``
-(Tianshou's PPO benchmark recipe, as changes to the paper's settings) and variations of these, one change each.
+presets file as it stands, ``agents/walkers/presets.py``: rl-baselines3-zoo's recipe until the sweep chose otherwise),
+``tianshou`` (Tianshou's PPO benchmark recipe, as changes to the paper's settings) and variations of these, one change
+each.
 ``ppo compare`` skips finished cells and resumes interrupted ones, so the sweep spreads over sittings: run it again
 and it continues. ``--candidates`` splits a task's grids between sweeps run side by side
 (a 3-seed grid at ``--jobs 2`` leaves a core idle while its last seed runs alone). ``--dry-run`` prints the commands
@@ -32,18 +33,25 @@ from pathlib import Path
 import numpy as np
 
 from agents.commands.report.pages import FINAL_SCORES_FILE
-from agents.walkers.presets import TUNED
+from agents.walkers.presets import TUNED, Setting, tianshou_recipe
 from benchmarks.harness import ROOT, machine_header, ppo_command
 
 CHOOSE_SEEDS, REPORT_SEEDS = (1, 2, 3), (4, 5, 6)
 """Seeds the choice is made on, and the seeds its figure is reported on (issue 30)."""
-TIANSHOU_LOSS = ("initial_log_std=-0.5", "normalize_advantages=False", "value_clip=None")
-"""What Tianshou's PPO benchmark recipe changes in the paper's settings besides its rollout shape (TIANSHOU)."""
-TIANSHOU = ("num_envs=64", "num_steps=32", *TIANSHOU_LOSS)
-"""Tianshou's PPO benchmark recipe (examples/mujoco/mujoco_ppo.py at its benchmark commit 6426a39) as changes to the
-paper's settings: 64 envs x 32 steps, log-std -0.5, no advantage normalisation, no value clipping (its vf-coef 0.25 on
-the plain squared error is our 0.5 on half of it); its lr 3e-4 annealed, 10 epochs of minibatch 64, 64-64 tanh and
-gradient clip 0.5 are the paper's."""
+
+
+def train_options(settings: tuple[Setting, ...]) -> tuple[str, ...]:
+    """A preset's settings as ``ppo compare --train-options`` takes them: each field's last name, ``=``, its value."""
+    return tuple(f"{setting.field.rsplit('.', 1)[-1]}={setting.value}" for setting in settings)
+
+
+TIANSHOU = train_options(tianshou_recipe())
+"""Tianshou's PPO benchmark recipe, the presets' ``tianshou_recipe()`` (examples/mujoco/mujoco_ppo.py at its benchmark
+commit 6426a39) as changes to the paper's settings: 64 envs x 32 steps, log-std -0.5, no advantage normalisation, no
+value clipping (its vf-coef 0.25 on the plain squared error is our 0.5 on half of it); its lr 3e-4 annealed, 10 epochs
+of minibatch 64, 64-64 tanh and gradient clip 0.5 are the paper's."""
+TIANSHOU_LOSS = train_options(tuple(setting for setting in tianshou_recipe() if not setting.field.startswith("env.")))
+"""What Tianshou's recipe changes in the paper's settings besides its rollout shape (``TIANSHOU`` less ``env.``)."""
 VARIATIONS: dict[str, tuple[str, ...]] = {
     "paper": (),
     "tuned": ("preset=tuned",),
